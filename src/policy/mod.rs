@@ -37,6 +37,27 @@ pub enum StealChunk {
     Fixed(usize),
 }
 
+impl StealChunk {
+    /// How many fibers to take from a victim holding `victim_len`.
+    pub fn limit(&self, victim_len: usize) -> usize {
+        match *self {
+            StealChunk::Half => victim_len.div_ceil(2),
+            StealChunk::Fixed(n) => n.min(victim_len),
+        }
+    }
+}
+
+/// Switches that go beyond the thesis (stub; the policy module defines them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PolicyOptions {
+    /// NLH workload counts fall when fibers finish.
+    pub decrement_workload: bool,
+    /// Non-worker spawners use the node of their current CPU.
+    pub spawner_node_from_cpu: bool,
+    /// Work-first spawning.
+    pub work_first: bool,
+}
+
 /// Read-only view of the runtime's load that placement may consult.
 pub(crate) trait LoadProbe {
     /// Approximate number of queued fibers of worker `w`.
@@ -58,7 +79,7 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    pub(crate) fn new(policy: Policy, worker_node: Vec<usize>, _topo: &Topology) -> Scheduler {
+    pub(crate) fn new(policy: Policy, _opts: PolicyOptions, worker_node: Vec<usize>, _topo: &Topology) -> Scheduler {
         Scheduler { policy, worker_node, rr: AtomicUsize::new(0) }
     }
     pub(crate) fn policy(&self) -> Policy {
@@ -93,6 +114,14 @@ impl Scheduler {
     pub(crate) fn set_own_status(&self, _worker: usize, _st: &mut ThiefState, _busy: bool) {}
     /// A fiber placed by `place` finished (or was stolen away from `node`).
     pub(crate) fn fiber_left_node(&self, _node: usize) {}
+    /// Placements charged to `node`.
+    pub(crate) fn placements(&self, _node: usize) -> u64 {
+        0
+    }
+    /// The workload count of `node`.
+    pub(crate) fn node_workload(&self, _node: usize) -> i64 {
+        0
+    }
 }
 
 fn xorshift(s: &mut u64) -> u64 {

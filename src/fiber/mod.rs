@@ -1,0 +1,813 @@
+//! Fibers: spawn, yield, join, sleep, fork-join, scopes.
+//!
+//! A fiber is a function running on its own stack, switched cooperatively on
+//! the worker threads of a [`Runtime`](crate::Runtime). Everything here
+//! mirrors `std::thread`:
+//!
+//! ```
+//! use numafiber::{fiber, Runtime};
+//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! let out = rt.block_on(|| {
+//!     let h = fiber::spawn(|| {
+//!         fiber::yield_now();
+//!         21
+//!     });
+//!     fiber::await_fiber(h) * 2
+//! });
+//! assert_eq!(out, 42);
+//! ```
+//!
+//! # Thread-locals and migration
+//!
+//! A fiber that suspends (yield, join, sleep, a contended lock) may resume
+//! on another worker thread. A `thread_local!` read before the suspension
+//! and one after it may then see *different* threads' values, and in
+//! optimised builds the compiler may even reuse the first thread's address
+//! after the switch. Rules for user code:
+//!
+//! * do not hold a reference into a `thread_local!` across a suspension
+//!   point, and do not rely on two accesses seeing the same thread;
+//! * for thread-affine state (thread-locals, `!Send` handles that must stay
+//!   on their thread) use [`spawn_pinned`], whose fiber never migrates;
+//! * for per-fiber state, keep it in the fiber's own variables (its stack
+//!   moves with it).
+//!
+//! The runtime follows the same rule internally: its per-thread state is
+//! only read through non-inlined accessors, so [`current`] always reports
+//! the worker that is really running the fiber.
+
+pub(crate) mod packet;
+pub(crate) mod stack;
+pub(crate) mod task;
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+
+use crate::runtime::shared::{Counters, Shared};
+use crate::worker::tls;
+use packet::{park_caller, Completion, FiberMain, Main, Packet};
+use task::{Suspend, Task, TaskRef};
+
+// ---------------------------------------------------------------------------
+// Internal helpers: the running fiber and its runtime.
+
+/// The running fiber, if any.
+fn current_task() -> Option<&'static Task> {
+    let p = tls::current_task_ptr();
+    // SAFETY: a non-null CURRENT points to the task the worker (or the
+    // shutdown drain) is running on this thread, and it holds a `TaskRef`
+    // for at least as long as the fiber runs. The `'static` is never
+    // exposed beyond one non-suspending use.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// A new strong reference to the running task.
+fn current_task_ref() -> Option<TaskRef> {
+    let p = tls::current_task_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT was set from `&*task` of a live `Arc<Task>` (so it is
+    // the `Arc`'s pointer) that the runner keeps alive meanwhile.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Some(Arc::from_raw(p))
+    }
+}
+
+/// The runtime of the calling worker thread.
+fn current_shared() -> Option<Arc<Shared>> {
+    let w = tls::worker_ptr();
+    // SAFETY: a non-null WORKER points to this thread's live worker.
+    (!w.is_null()).then(|| unsafe { (*w).shared.clone() })
+}
+
+pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
+    let t = current_task_ref()?;
+    let s = current_shared()?;
+    Some((t, s))
+}
+
+/// Count one finished fiber on the worker running this thread.
+pub(crate) fn note_completed() {
+    let w = tls::worker_ptr();
+    if !w.is_null() {
+        // SAFETY: this thread's live worker.
+        let w = unsafe { &*w };
+        Counters::bump(&w.shared.workers[w.index].counters.completed, 1);
+    }
+}
+
+/// The running fiber is being destroyed by the shutdown drain.
+pub(crate) fn current_is_cancelling() -> bool {
+    current_task().is_some_and(|t| t.cancelling.get())
+}
+
+/// The running fiber may not suspend: it is being destroyed, or it is
+/// unwinding a panic (the panic count is per thread, so another fiber
+/// resumed on this thread would see it).
+fn cannot_suspend(t: &Task) -> bool {
+    t.cancelling.get() || std::thread::panicking()
+}
+
+fn suspend(reason: Suspend) {
+    let t = tls::current_task_ptr();
+    debug_assert!(!t.is_null());
+    // SAFETY: we are the running fiber, so our task's body is ours; we only
+    // read the yielder pointer, which points into our own stack and was set
+    // when the coroutine started.
+    let y = unsafe { (*(*t).body_ptr()).yielder };
+    debug_assert!(!y.is_null());
+    // SAFETY: the yielder lives on this fiber's stack for its whole life.
+    unsafe { (*y).suspend(reason) };
+    // From here on we may be on another thread: re-read all TLS.
+}
+
+/// Park the running fiber until `Shared::wake` (or return at once if a
+/// wake-up token is pending). May return spuriously: callers loop.
+pub(crate) fn park_current() {
+    let Some(t) = current_task() else {
+        std::thread::park();
+        return;
+    };
+    if t.take_token() || cannot_suspend(t) {
+        return;
+    }
+    suspend(Suspend::Park);
+}
+
+static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
+const ID_BLOCK: u64 = 1024;
+thread_local! {
+    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// A process-unique fiber id (ids are handed to threads in blocks).
+#[inline(never)]
+fn next_fiber_id() -> u64 {
+    IDS.with(|c| {
+        let (n, end) = c.get();
+        if n < end {
+            c.set((n + 1, end));
+            n
+        } else {
+            let b = NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Relaxed);
+            c.set((b + 1, b + ID_BLOCK));
+            b
+        }
+    })
+}
+
+#[derive(Default, Clone)]
+pub(crate) struct SpawnOpts {
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) node: Option<usize>,
+    pub(crate) worker: Option<usize>,
+    pub(crate) pinned: bool,
+    /// Push onto the spawner's own deque (fork-join children).
+    pub(crate) local: bool,
+}
+
+pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: `F` and `T` are `'static`, so nothing can dangle.
+    unsafe { spawn_unchecked(shared, f, opts) }
+}
+
+/// Spawn without the `'static` bound.
+///
+/// # Safety
+/// The caller guarantees the fiber finishes (or is destroyed) before
+/// anything it borrows goes away: `scope` and `join` wait for their
+/// children on every path, including unwinding and shutdown.
+unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
+    if stack_size < MIN_STACK_SIZE {
+        return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum: MIN_STACK_SIZE }));
+    }
+    let nworkers = shared.workers.len();
+    if let Some(w) = opts.worker {
+        if w >= nworkers {
+            return Err(SpawnError::new(SpawnErrorKind::NoSuchWorker { worker: w, workers: nworkers }));
+        }
+    }
+    if let Some(n) = opts.node {
+        if !shared.workers.iter().any(|w| w.slot.node == n) {
+            let nodes = shared.workers.iter().map(|w| w.slot.node + 1).max().unwrap_or(0);
+            return Err(SpawnError::new(SpawnErrorKind::NoSuchNode { node: n, nodes }));
+        }
+    }
+    if shared.is_shutting_down() {
+        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
+    }
+    let me = shared.local_worker_index();
+    let pinned = match (opts.worker, opts.pinned) {
+        (Some(w), _) => Some(w),
+        (None, true) => Some(me.unwrap_or_else(|| shared.sched.place(None, &**shared))),
+        (None, false) => None,
+    };
+    let target = if let Some(p) = pinned {
+        p
+    } else if let Some(n) = opts.node {
+        (0..nworkers)
+            .filter(|&w| shared.workers[w].slot.node == n)
+            .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
+            .expect("checked above that the node has workers")
+    } else if let (true, Some(m)) = (opts.local, me) {
+        m
+    } else {
+        shared.sched.place(me, &**shared)
+    };
+    let packet = Packet::<T>::new();
+    let main: Box<dyn FiberMain + 'a> = Box::new(Main { f: Some(f), packet: packet.clone() });
+    // SAFETY: lifetime erasure only; the caller's contract keeps every
+    // borrow of `f` alive until the fiber is finished or destroyed.
+    let main: Box<dyn FiberMain + 'static> = unsafe { std::mem::transmute(main) };
+    let task = Task::new(next_fiber_id(), opts.name, stack_size, pinned, main);
+    task.charged_node.set(shared.node_of(target));
+    match me {
+        Some(m) => Counters::bump(&shared.workers[m].counters.spawned, 1),
+        None => {
+            shared.foreign_spawned.fetch_add(1, Relaxed);
+        }
+    }
+    shared.submit(task.clone(), target);
+    Ok(JoinHandle { packet, task, _p: PhantomData })
+}
+
+fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
+    current_shared().ok_or_else(|| SpawnError::new(SpawnErrorKind::NoRuntime))
+}
+
+// ---------------------------------------------------------------------------
+// Public API.
+
+/// An owned permission to join a fiber (`std::thread::JoinHandle` shape).
+///
+/// Dropping it detaches the fiber: it keeps running.
+pub struct JoinHandle<T> {
+    packet: Arc<Packet<T>>,
+    task: TaskRef,
+    _p: PhantomData<T>,
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.task.id).field("finished", &self.is_finished()).finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Wait for the fiber and take its result; `Err` carries its panic.
+    /// Inside a fiber this suspends the fiber; on a plain thread it blocks
+    /// the thread.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let err = rt.block_on(|| fiber::spawn(|| -> u8 { panic!("boom") }).join().unwrap_err());
+    /// assert_eq!(err.panic_message(), Some("boom"));
+    /// ```
+    pub fn join(self) -> Result<T, JoinError> {
+        self.packet.wait()
+    }
+
+    /// Whether the fiber has finished (its result is ready).
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.spawn(|| 1);
+    /// while !h.is_finished() { std::thread::yield_now(); }
+    /// assert_eq!(h.join().unwrap(), 1);
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.packet.is_done()
+    }
+
+    /// The fiber's id (as in [`FiberInfo::id`]).
+    pub fn id(&self) -> u64 {
+        self.task.id
+    }
+}
+
+/// Spawn a fiber on the current fiber's runtime; it is placed by the
+/// runtime's policy.
+///
+/// # Panics
+/// Outside a fiber of a runtime (like `tokio::spawn`); use
+/// [`Runtime::spawn`](crate::Runtime::spawn) from plain threads, or
+/// [`Builder::spawn`] for a `Result`.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| 7))), 7);
+/// ```
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn(f).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Spawn a fiber that never migrates: it always runs on the current worker
+/// (or, from a plain thread, on the worker placement picks). Use it for
+/// fibers that touch `thread_local!` state or thread-affine handles.
+///
+/// # Panics
+/// Outside a fiber of a runtime.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let same = rt.block_on(|| {
+///     fiber::await_fiber(fiber::spawn_pinned(|| {
+///         let w = fiber::current().unwrap().worker;
+///         (0..100).all(|_| { fiber::yield_now(); fiber::current().unwrap().worker == w })
+///     }))
+/// });
+/// assert!(same);
+/// ```
+pub fn spawn_pinned<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new().pinned(true).spawn(f).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Let other fibers run; the caller is requeued behind them. Outside a
+/// fiber this is `std::thread::yield_now`.
+///
+/// ```
+/// numafiber::fiber::yield_now(); // fine on a plain thread too
+/// ```
+pub fn yield_now() {
+    match current_task() {
+        None => std::thread::yield_now(),
+        Some(t) if cannot_suspend(t) => {}
+        Some(_) => suspend(Suspend::Yield),
+    }
+}
+
+/// Wait for a fiber and return its value (corolib `co_await` on a task).
+/// A panic of the fiber is re-raised in the caller.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| "done"))), "done");
+/// ```
+pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
+    match h.join() {
+        Ok(v) => v,
+        Err(e) => e.resume(),
+    }
+}
+
+/// Park the fiber (not the worker thread) for at least `d`. Outside a fiber
+/// this is `std::thread::sleep`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let t = Instant::now();
+/// rt.block_on(|| fiber::sleep(Duration::from_millis(5)));
+/// assert!(t.elapsed() >= Duration::from_millis(5));
+/// ```
+pub fn sleep(d: Duration) {
+    let (Some(t), false) = (current_task(), tls::worker_ptr().is_null()) else {
+        std::thread::sleep(d);
+        return;
+    };
+    let Some(deadline) = Instant::now().checked_add(d) else {
+        // Effectively forever: park until woken spuriously, again and again.
+        loop {
+            sleep(Duration::from_secs(3600 * 24));
+        }
+    };
+    if cannot_suspend(t) {
+        std::thread::sleep(d);
+        return;
+    }
+    loop {
+        if Instant::now() >= deadline {
+            return;
+        }
+        let w = tls::worker_ptr();
+        let me = current_task_ref().expect("in a fiber");
+        // SAFETY: non-null WORKER is this thread's live worker; no
+        // suspension happens while the reference is used.
+        unsafe { (*w).add_timer(deadline, me) };
+        park_current();
+        if current_task().is_some_and(cannot_suspend) {
+            return;
+        }
+    }
+}
+
+/// Run `a` and `b` in parallel, possibly, and return both results
+/// (`rayon::join` shape). `b` is offered to thieves on the current
+/// worker's deque while the caller runs `a`; if nobody took it, the caller
+/// runs it inline, without a stack of its own. Both closures may borrow
+/// from the caller. Outside a fiber both run sequentially on the caller.
+/// A panic in either is re-raised after both have finished.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// fn fib(n: u64) -> u64 {
+///     if n < 2 { return n; }
+///     let (a, b) = fiber::join(|| fib(n - 1), || fib(n - 2));
+///     a + b
+/// }
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// assert_eq!(rt.block_on(|| fib(20)), 6765);
+/// ```
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let Some(shared) = current_shared().filter(|_| current_task().is_some()) else {
+        return (a(), b());
+    };
+    let opts = SpawnOpts { local: true, ..SpawnOpts::default() };
+    // SAFETY: `hb` is waited for (or destroyed, during shutdown) by
+    // `join_child` below on every path: `a`'s panic is caught first.
+    let hb = match unsafe { spawn_unchecked(&shared, b, opts) } {
+        Ok(h) => h,
+        Err(e) => panic!("{e}"),
+    };
+    drop(shared);
+    let ra = catch_unwind(AssertUnwindSafe(a));
+    let rb = join_child(hb);
+    match (ra, rb) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(p), _) => resume_unwind(p),
+        (Ok(_), Err(e)) => e.resume(),
+    }
+}
+
+/// Wait for a child that borrows from our frame: run it inline if it is
+/// still on top of our deque, destroy it if we are being cancelled, else
+/// park until it finishes.
+fn join_child<T>(h: JoinHandle<T>) -> Result<T, JoinError> {
+    let w = tls::worker_ptr();
+    if !w.is_null() {
+        // SAFETY: this thread's live worker; no suspension while used.
+        let w = unsafe { &*w };
+        if let Some(t) = w.deque.pop() {
+            if Arc::ptr_eq(&t, &h.task) {
+                if t.transition_to_running() {
+                    // SAFETY: we took the run permission.
+                    let main = unsafe { t.body() }.entry.take();
+                    if let Some(main) = main {
+                        main.run();
+                    }
+                    t.transition_to_done();
+                    w.shared.sched.fiber_left_node(t.charged_node.get());
+                }
+            } else {
+                w.deque.push(t);
+            }
+        }
+    }
+    wait_child(&h.task, &*h.packet);
+    h.packet.wait()
+}
+
+/// Block until `packet` completes; during cancellation destroy the child
+/// instead of waiting for it.
+fn wait_child(task: &TaskRef, packet: &dyn Completion) {
+    while !packet.is_done() {
+        if current_is_cancelling() {
+            if let Some(shared) = current_shared_for_drain(task) {
+                crate::runtime::destroy(&shared, task);
+            }
+            if !packet.is_done() {
+                // Running elsewhere cannot happen during the drain; do not
+                // spin on it either.
+                return;
+            }
+            continue;
+        }
+        if !packet.register_current() {
+            park_caller();
+        }
+    }
+}
+
+/// During the drain there is no worker on this thread; the registry that a
+/// destroyed child must leave is reached through the draining runtime,
+/// which `destroy` only needs for bookkeeping.
+fn current_shared_for_drain(_task: &TaskRef) -> Option<Arc<Shared>> {
+    DRAINING.with(|d| d.borrow().clone())
+}
+
+thread_local! {
+    /// The runtime this thread is draining, if any.
+    pub(crate) static DRAINING: std::cell::RefCell<Option<Arc<Shared>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Wait for every handle, in order, and return their values.
+/// A panic of any fiber is re-raised (after the earlier ones were taken).
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let v = rt.block_on(|| fiber::when_all((0..4).map(|i| fiber::spawn(move || i * 10)).collect()));
+/// assert_eq!(v, vec![0, 10, 20, 30]);
+/// ```
+pub fn when_all<T>(handles: Vec<JoinHandle<T>>) -> Vec<T> {
+    handles.into_iter().map(await_fiber).collect()
+}
+
+/// Wait until the first of `handles` finishes; return its index and value.
+/// The others keep running, detached (their results are dropped). A panic
+/// of the first finisher is re-raised.
+///
+/// # Panics
+/// If `handles` is empty.
+///
+/// ```
+/// use std::time::Duration;
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let (i, v) = rt.block_on(|| fiber::when_any(vec![
+///     fiber::spawn(|| { fiber::sleep(Duration::from_millis(200)); "slow" }),
+///     fiber::spawn(|| "fast"),
+/// ]));
+/// assert_eq!((i, v), (1, "fast"));
+/// ```
+pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
+    assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
+    loop {
+        for (i, h) in handles.iter().enumerate() {
+            if h.packet.is_done() {
+                let r = h.packet.try_take_or_register(&mut None).expect("done packets hold a result");
+                for h in &handles {
+                    h.packet.clear_waiter();
+                }
+                return match r {
+                    Ok(v) => (i, v),
+                    Err(e) => e.resume(),
+                };
+            }
+        }
+        let mut any_done = false;
+        for h in &handles {
+            any_done |= Completion::register_current(&*h.packet);
+        }
+        if !any_done {
+            park_caller();
+        }
+    }
+}
+
+/// What [`current`] reports about the running fiber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FiberInfo {
+    /// Process-unique id.
+    pub id: u64,
+    /// Name given with [`Builder::name`].
+    pub name: Option<String>,
+    /// Index of the worker running the fiber right now.
+    pub worker: usize,
+    /// NUMA node of that worker (in the runtime's topology).
+    pub node: usize,
+}
+
+/// The running fiber, or `None` on a plain thread.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// assert!(fiber::current().is_none());
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let info = rt.block_on(|| fiber::current().unwrap());
+/// assert_eq!(info.worker, 0);
+/// ```
+pub fn current() -> Option<FiberInfo> {
+    let t = current_task()?;
+    let w = tls::worker_ptr();
+    if w.is_null() {
+        return None;
+    }
+    // SAFETY: this thread's live worker.
+    let w = unsafe { &*w };
+    Some(FiberInfo {
+        id: t.id,
+        name: t.name.as_deref().map(str::to_owned),
+        worker: w.index,
+        node: w.shared.node_of(w.index),
+    })
+}
+
+/// Configures one fiber (`std::thread::Builder` shape).
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let name = rt.block_on(|| {
+///     let h = fiber::Builder::new().name("io").stack_size(256 << 10)
+///         .spawn(|| fiber::current().unwrap().name)
+///         .unwrap();
+///     fiber::await_fiber(h)
+/// });
+/// assert_eq!(name.as_deref(), Some("io"));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    opts: BuilderOpts,
+}
+
+#[derive(Debug, Clone, Default)]
+struct BuilderOpts {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    node: Option<usize>,
+    worker: Option<usize>,
+    pinned: bool,
+}
+
+impl Builder {
+    /// Defaults: unnamed, the runtime's stack size, placed by the policy.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+    /// Name (shown by [`current`] and in reports).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.opts.name = Some(name.into());
+        self
+    }
+    /// Stack size in bytes (minimum [`MIN_STACK_SIZE`]).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.opts.stack_size = Some(bytes);
+        self
+    }
+    /// Start on the least-loaded worker of NUMA node `node` (it may still be
+    /// stolen later unless pinned).
+    pub fn node(mut self, node: usize) -> Builder {
+        self.opts.node = Some(node);
+        self
+    }
+    /// Run on worker `worker` and never migrate.
+    pub fn worker(mut self, worker: usize) -> Builder {
+        self.opts.worker = Some(worker);
+        self
+    }
+    /// Never migrate (see [`spawn_pinned`]).
+    pub fn pinned(mut self, pinned: bool) -> Builder {
+        self.opts.pinned = pinned;
+        self
+    }
+
+    fn spawn_opts(&self) -> SpawnOpts {
+        SpawnOpts {
+            name: self.opts.name.as_deref().map(Arc::from),
+            stack_size: self.opts.stack_size,
+            node: self.opts.node,
+            worker: self.opts.worker,
+            pinned: self.opts.pinned,
+            local: false,
+        }
+    }
+
+    /// Spawn on the current fiber's runtime.
+    pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = shared_or_no_runtime()?;
+        spawn_on(&shared, f, self.spawn_opts())
+    }
+
+    /// Spawn on `rt`, from any thread.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// let h = fiber::Builder::new().worker(1).spawn_on(&rt, || fiber::current().unwrap().worker).unwrap();
+    /// assert_eq!(h.join().unwrap(), 1);
+    /// ```
+    pub fn spawn_on<F, T>(self, rt: &crate::Runtime, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        spawn_on(rt.shared(), f, self.spawn_opts())
+    }
+}
+
+/// A scope for fibers that borrow from the caller (`std::thread::scope`
+/// shape). See [`scope`].
+pub struct Scope<'scope, 'env: 'scope> {
+    shared: Arc<Shared>,
+    /// Children and their packets. The packets' lifetime is erased to
+    /// `'static` (see `Scope::spawn`).
+    children: Mutex<Vec<(TaskRef, Arc<dyn Completion + Send + Sync>)>>,
+    _scope: PhantomData<&'scope mut &'scope ()>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+/// Handle of a scoped fiber.
+pub struct ScopedJoinHandle<'scope, T> {
+    inner: JoinHandle<T>,
+    _scope: PhantomData<&'scope ()>,
+}
+
+impl<T> ScopedJoinHandle<'_, T> {
+    /// Wait for the fiber; `Err` carries its panic.
+    pub fn join(self) -> Result<T, JoinError> {
+        self.inner.join()
+    }
+    /// Whether the fiber has finished.
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+}
+
+impl<'scope> Scope<'scope, '_> {
+    /// Spawn a fiber that may borrow anything that outlives the scope.
+    ///
+    /// # Panics
+    /// If the runtime is shutting down.
+    pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
+    where
+        F: FnOnce() -> T + Send + 'scope,
+        T: Send + 'scope,
+    {
+        // SAFETY: `scope` waits for (or destroys) every child before it
+        // returns or unwinds, so borrows of 'scope outlive the fiber.
+        let h = unsafe { spawn_unchecked(&self.shared, f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
+        let c: Arc<dyn Completion + Send + Sync + 'scope> = h.packet.clone();
+        // SAFETY: lifetime erasure only. `scope` drops every entry of
+        // `children` before it returns, i.e. while 'scope is still alive,
+        // and the packets are only used there to wait for completion.
+        let c: Arc<dyn Completion + Send + Sync> = unsafe { std::mem::transmute(c) };
+        self.children.lock().unwrap_or_else(|e| e.into_inner()).push((h.task.clone(), c));
+        ScopedJoinHandle { inner: h, _scope: PhantomData }
+    }
+}
+
+/// Run `f` with a [`Scope`] whose fibers may borrow from the caller; every
+/// fiber spawned in it is joined before `scope` returns. If one of them
+/// panicked and was not joined, `scope` panics after all are done.
+///
+/// # Panics
+/// Outside a fiber of a runtime (scoped fibers need the current runtime).
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let total = rt.block_on(|| {
+///     let data = vec![1u64, 2, 3, 4];
+///     let mut sums = [0u64; 2];
+///     fiber::scope(|s| {
+///         let (l, r) = sums.split_at_mut(1);
+///         s.spawn(|| l[0] = data[..2].iter().sum());
+///         s.spawn(|| r[0] = data[2..].iter().sum());
+///     });
+///     sums[0] + sums[1]
+/// });
+/// assert_eq!(total, 10);
+/// ```
+pub fn scope<'env, F, R>(f: F) -> R
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+{
+    let shared = current_shared().unwrap_or_else(|| panic!("{}", SpawnError::new(SpawnErrorKind::NoRuntime)));
+    let scope = Scope { shared, children: Mutex::new(Vec::new()), _scope: PhantomData, _env: PhantomData };
+    let r = catch_unwind(AssertUnwindSafe(|| f(&scope)));
+    let children = std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner()));
+    for (t, c) in &children {
+        wait_child(t, &**c);
+    }
+    let child_panicked = children.iter().any(|(_, c)| c.unjoined_panic());
+    match r {
+        Err(p) => resume_unwind(p),
+        Ok(_) if child_panicked => panic!("a scoped fiber panicked"),
+        Ok(r) => r,
+    }
+}

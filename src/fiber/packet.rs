@@ -1,0 +1,234 @@
+//! Join state of one fiber: the result slot, the waiter, and the fiber's
+//! main function that fills it.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::Thread;
+
+use crate::error::JoinError;
+use crate::fiber::task::TaskRef;
+use crate::runtime::shared::Shared;
+use crate::worker::tls;
+
+/// Someone blocked until an event: a parked fiber or a parked thread.
+#[derive(Clone)]
+pub(crate) enum Waiter {
+    Fiber { task: TaskRef, shared: Arc<Shared> },
+    Thread(Thread),
+}
+
+impl Waiter {
+    /// The caller, as a waiter.
+    pub(crate) fn current() -> Waiter {
+        match crate::fiber::current_task_and_shared() {
+            Some((task, shared)) => Waiter::Fiber { task, shared },
+            None => Waiter::Thread(std::thread::current()),
+        }
+    }
+
+    fn same(&self, o: &Waiter) -> bool {
+        match (self, o) {
+            (Waiter::Fiber { task: a, .. }, Waiter::Fiber { task: b, .. }) => Arc::ptr_eq(a, b),
+            (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+
+    /// Wake the waiter (a token if it is not parked yet).
+    pub(crate) fn wake(self) {
+        match self {
+            Waiter::Fiber { task, shared } => shared.wake(task),
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+}
+
+/// Block the caller (fiber or thread) until woken; may return spuriously.
+pub(crate) fn park_caller() {
+    if tls::current_task_ptr().is_null() {
+        std::thread::park();
+    } else {
+        crate::fiber::park_current();
+    }
+}
+
+pub(crate) struct PacketInner<T> {
+    result: Option<Result<T, JoinError>>,
+    waiters: Vec<Waiter>,
+    /// The result was taken by a join.
+    taken: bool,
+}
+
+impl<T> PacketInner<T> {
+    /// Register `w` unless the same waiter already is (a waiter that woke
+    /// spuriously registers again).
+    fn add_waiter(&mut self, w: Waiter) {
+        if !self.waiters.iter().any(|x| x.same(&w)) {
+            self.waiters.push(w);
+        }
+    }
+}
+
+/// Shared between a fiber's main function and its `JoinHandle`.
+pub(crate) struct Packet<T> {
+    done: AtomicBool,
+    panicked: AtomicBool,
+    inner: Mutex<PacketInner<T>>,
+}
+
+impl<T> Packet<T> {
+    pub(crate) fn new() -> Arc<Packet<T>> {
+        Arc::new(Packet {
+            done: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
+            inner: Mutex::new(PacketInner { result: None, waiters: Vec::new(), taken: false }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PacketInner<T>> {
+        // The lock is never held across user code, so it is never poisoned;
+        // recover anyway rather than panic.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Acquire)
+    }
+
+    pub(crate) fn complete(&self, r: Result<T, JoinError>) {
+        let mut g = self.lock();
+        if g.result.is_some() || g.taken {
+            return;
+        }
+        if matches!(&r, Err(e) if e.is_panic()) {
+            self.panicked.store(true, Release);
+        }
+        g.result = Some(r);
+        self.done.store(true, Release);
+        let ws = std::mem::take(&mut g.waiters);
+        drop(g);
+        for w in ws {
+            w.wake();
+        }
+    }
+
+    /// Take the result if it is there; otherwise register `waiter`.
+    pub(crate) fn try_take_or_register(&self, waiter: &mut Option<Waiter>) -> Option<Result<T, JoinError>> {
+        let mut g = self.lock();
+        if let Some(r) = g.result.take() {
+            g.taken = true;
+            return Some(r);
+        }
+        if let Some(w) = waiter.take() {
+            g.add_waiter(w);
+        }
+        None
+    }
+
+    /// Remove a registered waiter (used by `when_any` for the losers).
+    pub(crate) fn clear_waiter(&self) {
+        let ws = std::mem::take(&mut self.lock().waiters);
+        drop(ws);
+    }
+
+    /// Block until the result is there and take it.
+    pub(crate) fn wait(&self) -> Result<T, JoinError> {
+        loop {
+            let mut w = Some(Waiter::current());
+            if let Some(r) = self.try_take_or_register(&mut w) {
+                return r;
+            }
+            park_caller();
+        }
+    }
+}
+
+/// Type-erased view of a packet, for scopes.
+pub(crate) trait Completion {
+    fn is_done(&self) -> bool;
+    /// Register the caller as waiter unless done; returns done.
+    fn register_current(&self) -> bool;
+    /// The fiber panicked and nobody took the panic.
+    fn unjoined_panic(&self) -> bool;
+}
+
+impl<T> Completion for Packet<T> {
+    fn is_done(&self) -> bool {
+        Packet::is_done(self)
+    }
+    fn register_current(&self) -> bool {
+        let mut g = self.lock();
+        if g.result.is_some() || g.taken {
+            return true;
+        }
+        g.add_waiter(Waiter::current());
+        false
+    }
+    fn unjoined_panic(&self) -> bool {
+        self.panicked.load(Acquire) && !self.lock().taken
+    }
+}
+
+/// The body of a fiber, type-erased.
+pub(crate) trait FiberMain: Send {
+    /// Run the user function and publish its result.
+    fn run(self: Box<Self>);
+    /// The fiber cannot run (no stack): publish `e` instead.
+    fn fail(self: Box<Self>, e: JoinError);
+}
+
+/// Runs `f` and publishes its result into `packet`. If it is dropped
+/// without running (shutdown), or unwound by a forced unwind, the packet
+/// gets `JoinError::cancelled` instead, so no joiner waits forever.
+pub(crate) struct Main<F, T> {
+    pub(crate) f: Option<F>,
+    pub(crate) packet: Arc<Packet<T>>,
+}
+
+impl<F, T> FiberMain for Main<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn run(mut self: Box<Self>) {
+        let f = self.f.take().expect("fiber main runs once");
+        let r = catch_unwind(AssertUnwindSafe(f));
+        if r.is_ok() || !crate::fiber::current_is_cancelling() {
+            // Count before publishing, so a joiner that reads the stats
+            // right after its join sees this fiber as completed.
+            crate::fiber::note_completed();
+        }
+        match r {
+            Ok(v) => self.packet.complete(Ok(v)),
+            Err(p) => {
+                if crate::fiber::current_is_cancelling() {
+                    // A forced unwind from the shutdown drain: let it reach
+                    // the coroutine root. Our Drop reports the cancellation.
+                    std::panic::resume_unwind(p);
+                }
+                self.packet.complete(Err(JoinError::panicked(p)))
+            }
+        }
+    }
+    fn fail(self: Box<Self>, e: JoinError) {
+        self.packet.complete(Err(e));
+    }
+}
+
+impl<F, T> Drop for Main<F, T> {
+    fn drop(&mut self) {
+        if !self.packet.is_done() {
+            self.packet.complete(Err(JoinError::cancelled()));
+        }
+    }
+}
+
+/// Payload helper for messages.
+pub(crate) fn payload_str(p: &(dyn Any + Send)) -> &str {
+    p.downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+        .unwrap_or("<non-string panic payload>")
+}

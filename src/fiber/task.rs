@@ -1,0 +1,248 @@
+//! The fiber control block (`Task`) and its run-permission protocol.
+//!
+//! # The run permission
+//!
+//! Exactly one party at a time may touch a task's body (its closure or its
+//! suspended coroutine): the holder of the *run permission*. The permission
+//! travels with the task's `TaskRef` through the queues, and is created or
+//! consumed only by transitions of `Task::state`:
+//!
+//! 1. `spawn` creates the task in `QUEUED` and pushes it to one queue: the
+//!    queue entry is the permission.
+//! 2. A worker that pops an entry moves `QUEUED -> RUNNING` with a CAS. If the
+//!    CAS fails the task was cancelled during shutdown (`DONE`) and the entry
+//!    is dropped without touching the body.
+//! 3. While `RUNNING`, only the resuming worker (and the fiber itself, on its
+//!    own stack) touches the body.
+//! 4. On `Suspend::Yield` the worker stores `QUEUED` and pushes the task back:
+//!    the permission goes with the entry.
+//! 5. On `Suspend::Park` the worker CASes `RUNNING -> PARKED` (Release). From
+//!    then on *nobody* holds the permission; a waker re-creates it with a CAS
+//!    `PARKED -> QUEUED` (AcqRel) and pushes the task to a queue. If the
+//!    worker's CAS fails, a wake-up arrived while the fiber was still running
+//!    (`NOTIFIED` bit set): the worker consumes the token and requeues.
+//! 6. When the coroutine returns, the worker stores `DONE`; the body is never
+//!    touched again except to drop it by the last `TaskRef`.
+//! 7. During shutdown the single draining thread may CAS `QUEUED|PARKED ->
+//!    DONE` and destroy the body; whoever else holds an entry sees `DONE`.
+//!
+//! The `NOTIFIED` bit is a wake-up token with `std::thread::park` semantics:
+//! `unpark` before `park` makes that `park` return at once.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU8, Ordering::*};
+use std::sync::Arc;
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, Yielder};
+
+/// Why a fiber hands control back to its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    /// Still runnable: requeue at the back of the worker's yield queue.
+    Yield,
+    /// Waiting for an `unpark`.
+    Park,
+}
+
+pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), DefaultStack>;
+pub(crate) type FiberYielder = Yielder<(), Suspend>;
+pub(crate) type Entry = Box<dyn crate::fiber::packet::FiberMain + 'static>;
+pub(crate) type TaskRef = Arc<Task>;
+
+/// Lifecycle values (low two bits of `state`).
+pub(crate) const QUEUED: u8 = 0;
+pub(crate) const RUNNING: u8 = 1;
+pub(crate) const PARKED: u8 = 2;
+pub(crate) const DONE: u8 = 3;
+const LIFECYCLE: u8 = 0b11;
+/// Wake-up token (bit 2).
+pub(crate) const NOTIFIED: u8 = 0b100;
+
+pub(crate) struct Body {
+    /// The user closure until the fiber first runs.
+    pub(crate) entry: Option<Entry>,
+    /// The coroutine once the fiber has run (owns the stack).
+    pub(crate) coro: Option<FiberCoroutine>,
+    /// Yielder of the running coroutine (points into its stack).
+    pub(crate) yielder: *const FiberYielder,
+    /// Registered in the runtime's parked-task registry.
+    pub(crate) registered: bool,
+    /// Worker that last ran the fiber.
+    pub(crate) last_worker: usize,
+}
+
+/// A fiber: identity, scheduling state and body.
+pub(crate) struct Task {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) stack_size: usize,
+    /// `Some(w)`: never migrates off worker `w`.
+    pub(crate) pinned: Option<usize>,
+    /// NUMA node the placement policy charged this fiber to.
+    pub(crate) charged_node: Cell<usize>,
+    state: AtomicU8,
+    /// Set while the shutdown drain destroys this task: the fiber must not
+    /// suspend any more.
+    pub(crate) cancelling: Cell<bool>,
+    body: UnsafeCell<Body>,
+}
+
+// SAFETY (the one `Send`/`Sync` argument for fibers): a `Task` is shared
+// between threads through `Arc`, but its non-`Sync` parts (`body`, which
+// holds a `!Send` corosensei coroutine and the fiber's stack, plus the
+// `Cell`s) are only accessed by the holder of the run permission described
+// in the module docs. The permission is unique at every instant and moves
+// between threads only through a queue push/pop or an AcqRel CAS on
+// `state`, both of which order all earlier accesses before later ones. The
+// coroutine's stack may hold `!Send` values (for example a `Rc` or a
+// `MutexGuard` of the user); moving such a suspended stack to another
+// thread is what the user accepts by calling a migrating spawn, and the
+// crate documents it (use `spawn_pinned` for thread-affine state). The
+// runtime itself keeps no thread-affine value on a fiber stack across a
+// suspension: its thread-local state is re-read after every resume through
+// `#[inline(never)]` accessors (see `worker::tls`).
+unsafe impl Send for Task {}
+// SAFETY: see the `Send` argument above; shared access from several threads
+// only touches `state` (atomic) and immutable fields.
+unsafe impl Sync for Task {}
+
+impl Task {
+    pub(crate) fn new(
+        id: u64,
+        name: Option<Arc<str>>,
+        stack_size: usize,
+        pinned: Option<usize>,
+        entry: Entry,
+    ) -> TaskRef {
+        Arc::new(Task {
+            id,
+            name,
+            stack_size,
+            pinned,
+            charged_node: Cell::new(0),
+            state: AtomicU8::new(QUEUED),
+            cancelling: Cell::new(false),
+            body: UnsafeCell::new(Body {
+                entry: Some(entry),
+                coro: None,
+                yielder: std::ptr::null(),
+                registered: false,
+                last_worker: pinned.unwrap_or(0),
+            }),
+        })
+    }
+
+    /// The body.
+    ///
+    /// # Safety
+    /// The caller holds the run permission (module docs) and creates no
+    /// other reference to the body while the returned one lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn body(&self) -> &mut Body {
+        // SAFETY: exclusive by the caller's run permission.
+        unsafe { &mut *self.body.get() }
+    }
+
+    /// Raw pointer to the body, for the fiber itself to read its yielder
+    /// while the worker holds `&mut` to the coroutine field.
+    pub(crate) fn body_ptr(&self) -> *mut Body {
+        self.body.get()
+    }
+
+    /// Step 2: a worker that popped an entry tries to take the permission.
+    pub(crate) fn transition_to_running(&self) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if s & LIFECYCLE != QUEUED {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, (s & !LIFECYCLE) | RUNNING, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(a) => s = a,
+            }
+        }
+    }
+
+    /// Step 4: the fiber yielded; the caller requeues it.
+    pub(crate) fn transition_to_queued_after_yield(&self) {
+        // Only bits other than the lifecycle may change concurrently (a
+        // waker setting NOTIFIED), so a fetch_sub keeps them.
+        self.state.fetch_sub(RUNNING - QUEUED, AcqRel);
+    }
+
+    /// Step 5: the fiber parked. Returns `true` when it is now parked (the
+    /// caller lets go of it), `false` when a token was pending: the token is
+    /// consumed and the caller must requeue the task.
+    pub(crate) fn transition_to_parked(&self) -> bool {
+        match self.state.compare_exchange(RUNNING, PARKED, AcqRel, Acquire) {
+            Ok(_) => true,
+            Err(s) => {
+                debug_assert_eq!(s, RUNNING | NOTIFIED);
+                // Nobody else writes while NOTIFIED is set and we run.
+                self.state.store(QUEUED, Release);
+                false
+            }
+        }
+    }
+
+    /// Step 6.
+    pub(crate) fn transition_to_done(&self) {
+        self.state.store(DONE, Release);
+    }
+
+    /// Step 7, shutdown only: take the permission from a queued or parked
+    /// task in order to destroy it.
+    pub(crate) fn transition_to_cancelled(&self) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            let l = s & LIFECYCLE;
+            if l != QUEUED && l != PARKED {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, DONE, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(a) => s = a,
+            }
+        }
+    }
+
+    /// The fiber consumes a pending wake-up token, if any (called by the
+    /// fiber itself while running).
+    pub(crate) fn take_token(&self) -> bool {
+        if self.state.load(Acquire) & NOTIFIED != 0 {
+            self.state.fetch_and(!NOTIFIED, AcqRel);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Wake the task. Returns `true` when the caller gained the run
+    /// permission and must push the task to a queue.
+    pub(crate) fn transition_to_notified(&self) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            match s & LIFECYCLE {
+                PARKED => match self.state.compare_exchange_weak(s, QUEUED, AcqRel, Acquire) {
+                    Ok(_) => return true,
+                    Err(a) => s = a,
+                },
+                DONE => return false,
+                _ => {
+                    if s & NOTIFIED != 0 {
+                        return false;
+                    }
+                    match self.state.compare_exchange_weak(s, s | NOTIFIED, AcqRel, Acquire) {
+                        Ok(_) => return false,
+                        Err(a) => s = a,
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.load(Acquire) & LIFECYCLE == DONE
+    }
+}

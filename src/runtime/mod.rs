@@ -1,0 +1,627 @@
+//! `Runtime`: its builder, `block_on`, statistics and shutdown.
+//!
+//! # Shutdown (numbered argument)
+//!
+//! 1. `shutdown` sets `Shared::shutdown` and wakes every worker. A worker
+//!    checks the flag between two fibers, so a fiber that is running
+//!    finishes its current slice (until it yields, parks or returns) first.
+//!    A fiber that never gives control back keeps its worker, and so
+//!    shutdown, waiting: cooperative scheduling cannot preempt it.
+//! 2. Each worker leaves its loop and moves every fiber of its deque and
+//!    yield queue into its inbox (`hand_back_queues`), drops its timers and
+//!    its stack pool (unmapping pooled stacks), and exits. `shutdown` joins
+//!    every worker thread.
+//! 3. With no worker left, the calling thread *drains*: it first destroys
+//!    every queued fiber (unstarted ones just drop their closure; suspended
+//!    ones are force-unwound by dropping their coroutine, which runs their
+//!    destructors once and unmaps their stack), repeating while destructors
+//!    queue more; then it destroys the parked fibers found in the registry.
+//!    Queued fibers go first so that no scoped child outlives the frame of
+//!    the parent it borrows from; a parent unwound first destroys its
+//!    unfinished children itself (see `fiber::scope`).
+//! 4. Destroying a fiber first takes its run permission by a CAS out of
+//!    `QUEUED`/`PARKED` into `DONE` (`Task::transition_to_cancelled`), so a
+//!    concurrent `wake` from a foreign thread either loses (sees `DONE`) or
+//!    wins and queues it, in which case the drain finds it in a queue.
+//!    While a fiber is being unwound it may not suspend: `park` returns at
+//!    once (`std::thread::panicking()` is true).
+//! 5. Every destroyed fiber's join packet receives `JoinError::cancelled`,
+//!    so a thread blocked in `join` returns instead of hanging.
+
+pub(crate) mod shared;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread::JoinHandle as ThreadHandle;
+
+use crossbeam_deque::Worker as Deque;
+
+use crate::error::{BuildError, BuildErrorKind};
+use crate::fiber::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+use crate::fiber::task::TaskRef;
+use crate::fiber::JoinHandle;
+use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
+use crate::runtime::shared::{Counters, Shared, WorkerShared};
+use crate::topology::{self, Topology};
+use crate::worker::{self, tls, WorkerLocal};
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// use numafiber::{Policy, Runtime, Topology};
+/// let rt = Runtime::builder()
+///     .workers(2)
+///     .topology(Topology::uniform(2, 1))
+///     .policy(Policy::RandomSteal)
+///     .build()
+///     .unwrap();
+/// assert_eq!(rt.block_on(|| 6 * 7), 42);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    workers: Option<usize>,
+    topology: Option<Topology>,
+    policy: Policy,
+    options: PolicyOptions,
+    stack_size: usize,
+    pin_workers: bool,
+    strict_pinning: bool,
+    steal_chunk: StealChunk,
+    name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            topology: None,
+            policy: Policy::default(),
+            options: PolicyOptions::default(),
+            stack_size: DEFAULT_STACK_SIZE,
+            pin_workers: true,
+            strict_pinning: false,
+            steal_chunk: StealChunk::Half,
+            name: "numafiber".into(),
+        }
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults of [`Runtime::new`].
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+    /// Number of worker threads (default: one per PU of the topology).
+    pub fn workers(mut self, n: usize) -> Builder {
+        self.workers = Some(n);
+        self
+    }
+    /// The topology the policies see (default: [`Topology::detect`]).
+    pub fn topology(mut self, t: Topology) -> Builder {
+        self.topology = Some(t);
+        self
+    }
+    /// The scheduling policy (default: [`Policy::Nlh`]).
+    pub fn policy(mut self, p: Policy) -> Builder {
+        self.policy = p;
+        self
+    }
+    /// The policy switches that go beyond the thesis.
+    pub fn policy_options(mut self, o: PolicyOptions) -> Builder {
+        self.options = o;
+        self
+    }
+    /// Default fiber stack size in bytes (default 64 KiB, minimum
+    /// [`crate::fiber::MIN_STACK_SIZE`]).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = bytes;
+        self
+    }
+    /// Pin each worker to its processing unit (default true).
+    pub fn pin_workers(mut self, pin: bool) -> Builder {
+        self.pin_workers = pin;
+        self
+    }
+    /// Fail the build when a worker cannot have a PU of its own or cannot
+    /// be pinned (default false: best effort, reported in [`Stats`]).
+    pub fn strict_pinning(mut self, strict: bool) -> Builder {
+        self.strict_pinning = strict;
+        self
+    }
+    /// How much a thief takes from its victim (default half).
+    pub fn steal_chunk(mut self, c: StealChunk) -> Builder {
+        self.steal_chunk = c;
+        self
+    }
+    /// Prefix of the worker thread names (default `numafiber`).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = name.into();
+        self
+    }
+
+    /// Start the workers.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        if self.workers == Some(0) {
+            return Err(BuildError::new(BuildErrorKind::ZeroWorkers));
+        }
+        if self.stack_size < MIN_STACK_SIZE {
+            return Err(BuildError::new(BuildErrorKind::StackTooSmall {
+                requested: self.stack_size,
+                minimum: MIN_STACK_SIZE,
+            }));
+        }
+        let topology = match self.topology {
+            Some(t) => t,
+            None => Topology::detect()?,
+        };
+        topology.validate()?;
+        let nworkers = self.workers.unwrap_or_else(|| topology.num_pus());
+        let strict = self.strict_pinning && self.pin_workers;
+        if strict && nworkers > topology.num_pus() {
+            return Err(BuildError::new(BuildErrorKind::TooManyWorkers {
+                workers: nworkers,
+                pus: topology.num_pus(),
+            }));
+        }
+        let slots = topology.plan_workers(nworkers, strict)?;
+        let deques: Vec<Deque<TaskRef>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
+        let workers: Box<[WorkerShared]> = deques
+            .iter()
+            .enumerate()
+            .map(|(i, d)| WorkerShared {
+                index: i,
+                slot: slots[i],
+                stealer: d.stealer(),
+                inbox: Default::default(),
+                pinned_inbox: Default::default(),
+                sleeping: AtomicBool::new(false),
+                thread: OnceLock::new(),
+                tid: AtomicI32::new(0),
+                pinned_ok: AtomicBool::new(false),
+                counters: Counters::default(),
+            })
+            .collect();
+        let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
+        let sched = Scheduler::new(self.policy, self.options, worker_node, &topology);
+        let shared = Arc::new(Shared::new(
+            workers,
+            sched,
+            self.steal_chunk,
+            self.stack_size,
+            topology,
+            self.pin_workers,
+        ));
+        let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
+        let mut threads = Vec::with_capacity(nworkers);
+        for (i, deque) in deques.into_iter().enumerate() {
+            let sh = shared.clone();
+            let tx = tx.clone();
+            let pin = self.pin_workers;
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-w{i}", self.name))
+                .spawn(move || worker_main(i, sh, deque, pin, tx));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    let rt = Runtime { shared: shared.clone(), threads };
+                    drop(rt);
+                    return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
+                }
+            }
+        }
+        drop(tx);
+        let mut failure = None;
+        for _ in 0..nworkers {
+            match rx.recv() {
+                Ok((i, Err(reason))) if strict && failure.is_none() => {
+                    failure = Some(BuildErrorKind::Pinning { worker: i, cpu: slots[i].cpu, reason });
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        let rt = Runtime { shared, threads };
+        if let Some(kind) = failure {
+            drop(rt);
+            return Err(BuildError::new(kind));
+        }
+        Ok(rt)
+    }
+}
+
+fn worker_main(
+    i: usize,
+    shared: Arc<Shared>,
+    deque: Deque<TaskRef>,
+    pin: bool,
+    tx: mpsc::Sender<(usize, Result<(), String>)>,
+) {
+    let me = &shared.workers[i];
+    let _ = me.thread.set(std::thread::current());
+    // SAFETY: gettid has no preconditions.
+    me.tid.store(unsafe { libc::gettid() }, Relaxed);
+    let pinned = if pin { topology::pin_current_thread(me.slot.cpu) } else { Ok(()) };
+    me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
+    let _ = tx.send((i, pinned));
+    drop(tx);
+    let local = WorkerLocal::new(i, shared.clone(), deque);
+    tls::set_worker(&local);
+    local.run();
+    tls::set_worker(std::ptr::null());
+}
+
+/// A pool of pinned worker threads running fibers.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let sum = rt.block_on(|| {
+///     let hs: Vec<_> = (0..10u64).map(|i| fiber::spawn(move || i * i)).collect();
+///     hs.into_iter().map(fiber::await_fiber).sum::<u64>()
+/// });
+/// assert_eq!(sum, 285);
+/// ```
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<ThreadHandle<()>>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.shared.workers.len())
+            .field("policy", &self.shared.sched.policy())
+            .field("topology", &self.shared.topology.description())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A builder; see [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A runtime with the defaults: detected topology, one worker per PU,
+    /// [`Policy::Nlh`], 64 KiB stacks, pinned workers.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(|| "hi"), "hi");
+    /// ```
+    pub fn new() -> Result<Runtime, BuildError> {
+        Builder::new().build()
+    }
+
+    /// Run `f` as a fiber of this runtime and block the calling thread until
+    /// it returns (corolib `synchronous`, cppcoro `sync_wait`). A panic of
+    /// the fiber is re-raised here.
+    ///
+    /// # Panics
+    /// When called from inside a fiber (that would block a worker thread:
+    /// use [`crate::fiber::await_fiber`] there), and when `f` panics.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// assert_eq!(rt.block_on(|| 40 + 2), 42);
+    /// ```
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if !tls::current_task_ptr().is_null() {
+            panic!(
+                "Runtime::block_on called from inside a fiber: this would block a worker thread; \
+                 use fiber::spawn + fiber::await_fiber inside fibers"
+            );
+        }
+        match self.spawn(f).join() {
+            Ok(v) => v,
+            Err(e) => e.resume(),
+        }
+    }
+
+    /// Spawn a fiber from any thread; it is placed by the policy.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
+    /// let h = rt.spawn(|| 1 + 1);
+    /// assert_eq!(h.join().unwrap(), 2);
+    /// ```
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::fiber::spawn_on(&self.shared, f, crate::fiber::SpawnOpts::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// A snapshot of the runtime's counters.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
+    /// rt.block_on(|| ());
+    /// let s = rt.stats();
+    /// assert_eq!(s.spawned, 1);
+    /// assert_eq!(s.workers.len(), 2);
+    /// ```
+    pub fn stats(&self) -> Stats {
+        Stats::collect(&self.shared)
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// The topology the policies see.
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
+    }
+
+    /// The scheduling policy.
+    pub fn policy(&self) -> Policy {
+        self.shared.sched.policy()
+    }
+
+    /// Stop the workers, unwind every fiber that has not finished (running
+    /// its destructors once), free every stack and join every worker.
+    /// Also done on drop. See the module docs for the protocol.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
+    /// let h = rt.spawn(|| loop { numafiber::fiber::sleep(std::time::Duration::from_secs(60)) });
+    /// rt.shutdown();
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// ```
+    pub fn shutdown(mut self) {
+        self.shutdown_inner();
+    }
+
+    fn shutdown_inner(&mut self) {
+        if self.threads.is_empty() && self.shared.draining.load(Acquire) {
+            return;
+        }
+        self.shared.shutdown.store(true, SeqCst);
+        self.shared.wake_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.drain();
+    }
+
+    /// Step 3 of the shutdown argument.
+    fn drain(&self) {
+        let shared = &self.shared;
+        shared.draining.store(true, SeqCst);
+        let prev = crate::fiber::DRAINING.with(|d| d.replace(Some(shared.clone())));
+        self.drain_all();
+        crate::fiber::DRAINING.with(|d| *d.borrow_mut() = prev);
+    }
+
+    fn drain_all(&self) {
+        let shared = &self.shared;
+        loop {
+            let mut progressed = false;
+            for w in shared.workers.iter() {
+                for q in [&w.pinned_inbox, &w.inbox] {
+                    while let Some(t) = worker::drain_one(q) {
+                        progressed = true;
+                        destroy(shared, &t);
+                    }
+                }
+            }
+            if progressed {
+                continue;
+            }
+            match shared.registry.any() {
+                Some(t) => {
+                    if !destroy(shared, &t) && t.is_done() {
+                        shared.registry.remove(t.id);
+                    } else {
+                        // Woken and queued by a foreign thread meanwhile:
+                        // the next round finds it in a queue.
+                        std::thread::yield_now();
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+/// Destroy a queued or parked fiber during the drain (single thread).
+/// Returns whether this call destroyed it.
+pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
+    if !t.transition_to_cancelled() {
+        return false;
+    }
+    t.cancelling.set(true);
+    let prev = tls::replace_current_task(&**t);
+    // SAFETY: `transition_to_cancelled` gave us the run permission.
+    let (coro, entry, registered) = {
+        let body = unsafe { t.body() };
+        (body.coro.take(), body.entry.take(), body.registered)
+    };
+    // Dropping a suspended coroutine force-unwinds it: destructors run on
+    // its own stack, then the stack is unmapped.
+    drop(coro);
+    drop(entry);
+    tls::replace_current_task(prev);
+    if registered {
+        shared.registry.remove(t.id);
+    }
+    true
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown_inner();
+    }
+}
+
+/// Counters of one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Worker index.
+    pub worker: usize,
+    /// NUMA node of the worker in the runtime's topology.
+    pub node: usize,
+    /// Real PU (OS index) the worker was mapped to.
+    pub cpu: usize,
+    /// Whether pinning to `cpu` succeeded.
+    pub pinned: bool,
+    /// Linux thread id of the worker.
+    pub tid: i32,
+    /// Fibers spawned from fibers running on this worker.
+    pub spawned: u64,
+    /// Fibers that finished on this worker.
+    pub executed: u64,
+    /// Times a fiber was resumed on this worker.
+    pub resumes: u64,
+    /// Successful steals from a worker of the same node.
+    pub local_steals: u64,
+    /// Successful steals from a worker of another node.
+    pub remote_steals: u64,
+    /// Steal attempts that found nothing.
+    pub failed_steals: u64,
+    /// Fibers moved here by steals.
+    pub stolen_fibers: u64,
+    /// Times a fiber parked on this worker.
+    pub parks: u64,
+    /// Stacks this worker mapped (fresh `mmap`s, not pool hits).
+    pub stacks_mapped: u64,
+}
+
+/// Counters of one NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeStats {
+    /// Node index.
+    pub node: usize,
+    /// Workers on the node.
+    pub workers: usize,
+    /// Fibers finished on the node.
+    pub executed: u64,
+    /// Successful steals by this node's workers from the same node.
+    pub local_steals: u64,
+    /// Successful steals by this node's workers from other nodes.
+    pub remote_steals: u64,
+    /// Failed steal attempts by this node's workers.
+    pub failed_steals: u64,
+    /// Fibers placed on this node by the placement policy.
+    pub placements: u64,
+    /// The placement policy's workload count of the node.
+    pub workload: i64,
+}
+
+/// A snapshot of a runtime's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Fibers spawned (from fibers and from other threads).
+    pub spawned: u64,
+    /// Fibers finished.
+    pub completed: u64,
+    /// Successful same-node steals.
+    pub local_steals: u64,
+    /// Successful cross-node steals.
+    pub remote_steals: u64,
+    /// Steal attempts that found nothing.
+    pub failed_steals: u64,
+    /// Per worker.
+    pub workers: Vec<WorkerStats>,
+    /// Per node of the topology.
+    pub nodes: Vec<NodeStats>,
+    /// The policy.
+    pub policy: Policy,
+    /// The topology's description.
+    pub topology: String,
+    /// The topology is not this machine: its logical PUs were mapped onto
+    /// the real PUs round-robin and pinning is best effort.
+    pub mapped_onto_real_pus: bool,
+    /// The topology had no distance matrix: 10 local / 20 remote is used.
+    pub default_distances: bool,
+}
+
+impl Stats {
+    fn collect(shared: &Shared) -> Stats {
+        let workers: Vec<WorkerStats> = shared
+            .workers
+            .iter()
+            .map(|w| {
+                let c = &w.counters;
+                WorkerStats {
+                    worker: w.index,
+                    node: w.slot.node,
+                    cpu: w.slot.cpu,
+                    pinned: w.pinned_ok.load(Relaxed),
+                    tid: w.tid.load(Relaxed),
+                    spawned: c.spawned.load(Relaxed),
+                    executed: c.completed.load(Relaxed),
+                    resumes: c.resumes.load(Relaxed),
+                    local_steals: c.local_steals.load(Relaxed),
+                    remote_steals: c.remote_steals.load(Relaxed),
+                    failed_steals: c.failed_steals.load(Relaxed),
+                    stolen_fibers: c.stolen_fibers.load(Relaxed),
+                    parks: c.parks.load(Relaxed),
+                    stacks_mapped: c.stacks_mapped.load(Relaxed),
+                }
+            })
+            .collect();
+        let nodes = (0..shared.topology.nodes().len())
+            .map(|n| {
+                let ws = workers.iter().filter(|w| w.node == n);
+                let mut s = NodeStats {
+                    node: n,
+                    workers: 0,
+                    executed: 0,
+                    local_steals: 0,
+                    remote_steals: 0,
+                    failed_steals: 0,
+                    placements: shared.sched.placements(n),
+                    workload: shared.sched.node_workload(n),
+                };
+                for w in ws {
+                    s.workers += 1;
+                    s.executed += w.executed;
+                    s.local_steals += w.local_steals;
+                    s.remote_steals += w.remote_steals;
+                    s.failed_steals += w.failed_steals;
+                }
+                s
+            })
+            .collect();
+        Stats {
+            spawned: workers.iter().map(|w| w.spawned).sum::<u64>() + shared.foreign_spawned.load(Relaxed),
+            completed: workers.iter().map(|w| w.executed).sum(),
+            local_steals: workers.iter().map(|w| w.local_steals).sum(),
+            remote_steals: workers.iter().map(|w| w.remote_steals).sum(),
+            failed_steals: workers.iter().map(|w| w.failed_steals).sum(),
+            workers,
+            nodes,
+            policy: shared.sched.policy(),
+            topology: shared.topology.description().to_string(),
+            mapped_onto_real_pus: !shared.topology.is_this_machine(),
+            default_distances: !shared.topology.has_distance_matrix(),
+        }
+    }
+
+    /// Remote steals over all successful steals (0 when none).
+    pub fn remote_steal_ratio(&self) -> f64 {
+        let all = self.local_steals + self.remote_steals;
+        if all == 0 {
+            0.0
+        } else {
+            self.remote_steals as f64 / all as f64
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! State shared by all workers of one runtime, and the paths that make work
+//! visible: submitting new fibers, waking parked ones, waking idle workers.
+//!
+//! # Wake-up protocol (no lost wake-ups, no spinning)
+//!
+//! A worker that finds no work goes to sleep in three steps (see
+//! `worker::Worker::park_idle`):
+//!
+//! 1. it announces itself: `sleeping = true`, `num_sleeping += 1`;
+//! 2. `fence(SeqCst)`, then it re-checks every place work can appear for it
+//!    (its inbox, its pinned inbox, and with a stealing policy every other
+//!    worker's queues); if it finds any, it withdraws the announcement;
+//! 3. otherwise it parks its thread (`thread::park`, or `park_timeout` up to
+//!    its next timer).
+//!
+//! Whoever makes work visible (`notify_*` below) first pushes it, then
+//! issues `fence(SeqCst)`, then reads the flags. With both fences in the
+//! single total order, either the pusher sees `sleeping == true` (and wakes
+//! the worker), or the worker's re-check in step 2 sees the pushed work. A
+//! waker *claims* a sleeping worker with a CAS `sleeping: true -> false`
+//! before `unpark`, and only the claimer decrements `num_sleeping`, so two
+//! wakers never both count the same sleeper. `thread::park` keeps a token,
+//! so an `unpark` that lands before the `park` is not lost either.
+//!
+//! Stealing policies also wake *some* sleeper when work is pushed to a busy
+//! worker's own deque, but only when no worker is already searching
+//! (`num_searching == 0`): a searching worker re-scans before it sleeps, so
+//! it will find the work, and a push storm does not cost a futex wake per
+//! fiber.
+
+use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+
+use crossbeam_deque::{Injector, Stealer};
+
+use crate::fiber::task::TaskRef;
+use crate::policy::{LoadProbe, Scheduler, StealChunk};
+use crate::topology::{Topology, WorkerSlot};
+use crate::worker::tls;
+
+/// Counters one worker writes (relaxed; read by `Runtime::stats`).
+#[derive(Default, Debug)]
+pub(crate) struct Counters {
+    pub(crate) spawned: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) resumes: AtomicU64,
+    pub(crate) local_steals: AtomicU64,
+    pub(crate) remote_steals: AtomicU64,
+    pub(crate) failed_steals: AtomicU64,
+    pub(crate) stolen_fibers: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) stacks_mapped: AtomicU64,
+}
+
+impl Counters {
+    /// Increment a counter only its owner writes: a plain load + store is
+    /// enough and avoids a locked instruction on the hot path.
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64, by: u64) {
+        c.store(c.load(Relaxed) + by, Relaxed);
+    }
+}
+
+/// The part of a worker other threads see.
+pub(crate) struct WorkerShared {
+    pub(crate) index: usize,
+    pub(crate) slot: WorkerSlot,
+    pub(crate) stealer: Stealer<TaskRef>,
+    /// Fibers placed here by other threads, and fibers woken by them.
+    pub(crate) inbox: Injector<TaskRef>,
+    /// Fibers that must run on this worker only (never stolen).
+    pub(crate) pinned_inbox: Injector<TaskRef>,
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) thread: OnceLock<Thread>,
+    pub(crate) tid: AtomicI32,
+    pub(crate) pinned_ok: AtomicBool,
+    pub(crate) counters: Counters,
+}
+
+impl WorkerShared {
+    pub(crate) fn queue_len(&self) -> usize {
+        self.stealer.len() + self.inbox.len() + self.pinned_inbox.len()
+    }
+
+    pub(crate) fn has_stealable_work(&self) -> bool {
+        !self.stealer.is_empty() || !self.inbox.is_empty()
+    }
+}
+
+/// Parked fibers, so that shutdown can find and unwind them.
+pub(crate) struct Registry {
+    shards: Box<[Mutex<HashMap<u64, TaskRef>>]>,
+}
+
+const REGISTRY_SHARDS: usize = 16;
+
+impl Registry {
+    fn new() -> Registry {
+        Registry { shards: (0..REGISTRY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
+    fn shard(&self, id: u64) -> std::sync::MutexGuard<'_, HashMap<u64, TaskRef>> {
+        self.shards[(id as usize) % REGISTRY_SHARDS].lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn insert(&self, t: &TaskRef) {
+        self.shard(t.id).insert(t.id, t.clone());
+    }
+    pub(crate) fn remove(&self, id: u64) {
+        let t = self.shard(id).remove(&id);
+        drop(t);
+    }
+    /// Any registered task (shutdown drain).
+    pub(crate) fn any(&self) -> Option<TaskRef> {
+        self.shards.iter().find_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().next().cloned())
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len()).sum()
+    }
+}
+
+/// Everything the workers of one runtime share.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[WorkerShared]>,
+    pub(crate) sched: Scheduler,
+    pub(crate) chunk: StealChunk,
+    pub(crate) default_stack: usize,
+    pub(crate) topology: Topology,
+    pub(crate) pin_workers: bool,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) draining: AtomicBool,
+    pub(crate) num_sleeping: AtomicUsize,
+    pub(crate) num_searching: AtomicUsize,
+    pub(crate) registry: Registry,
+    /// Spawns from threads that are not workers of this runtime.
+    pub(crate) foreign_spawned: AtomicU64,
+    /// Round-robin start for waking an idle worker.
+    wake_rr: AtomicUsize,
+}
+
+impl LoadProbe for Shared {
+    fn queue_len(&self, w: usize) -> usize {
+        self.workers[w].queue_len()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        workers: Box<[WorkerShared]>,
+        sched: Scheduler,
+        chunk: StealChunk,
+        default_stack: usize,
+        topology: Topology,
+        pin_workers: bool,
+    ) -> Shared {
+        Shared {
+            workers,
+            sched,
+            chunk,
+            default_stack,
+            topology,
+            pin_workers,
+            shutdown: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            num_sleeping: AtomicUsize::new(0),
+            num_searching: AtomicUsize::new(0),
+            registry: Registry::new(),
+            foreign_spawned: AtomicU64::new(0),
+            wake_rr: AtomicUsize::new(0),
+        }
+    }
+
+    /// The index of the calling worker if the caller is a worker of *this*
+    /// runtime.
+    pub(crate) fn local_worker_index(self: &Arc<Self>) -> Option<usize> {
+        let w = tls::worker_ptr();
+        if w.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null WORKER pointer refers to the `Worker` living
+        // for the whole worker loop of this thread (see `worker::run`), and
+        // we are on that thread.
+        let w = unsafe { &*w };
+        Arc::ptr_eq(&w.shared, self).then_some(w.index)
+    }
+
+    /// Queue a new fiber. `target` was chosen by placement (or pinning).
+    pub(crate) fn submit(self: &Arc<Self>, task: TaskRef, target: usize) {
+        if let Some(p) = task.pinned {
+            self.workers[p].pinned_inbox.push(task);
+            self.notify_worker(p);
+            return;
+        }
+        if let Some(me) = self.local_worker_index() {
+            if me == target {
+                // SAFETY: `local_worker_index` checked that this thread runs
+                // a worker of this runtime; the pointer is valid for the
+                // duration of this call (no suspension in between).
+                let w = unsafe { &*tls::worker_ptr() };
+                w.deque.push(task);
+                self.notify_idle();
+                return;
+            }
+        }
+        self.workers[target].inbox.push(task);
+        self.notify_worker(target);
+    }
+
+    /// Wake a parked fiber (or leave a token if it is still running).
+    pub(crate) fn wake(self: &Arc<Self>, task: TaskRef) {
+        if task.transition_to_notified() {
+            self.reschedule(task);
+        }
+    }
+
+    /// The caller holds the run permission of `task` (it won the CAS out of
+    /// `PARKED`): push it where it will run.
+    pub(crate) fn reschedule(self: &Arc<Self>, task: TaskRef) {
+        if let Some(p) = task.pinned {
+            self.workers[p].pinned_inbox.push(task);
+            self.notify_worker(p);
+            return;
+        }
+        if !self.draining.load(Relaxed) {
+            if self.local_worker_index().is_some() {
+                // SAFETY: as in `submit`.
+                let w = unsafe { &*tls::worker_ptr() };
+                w.deque.push(task);
+                self.notify_idle();
+                return;
+            }
+        }
+        // SAFETY: we hold the run permission, so reading the body is ours.
+        let last = unsafe { task.body().last_worker };
+        self.workers[last].inbox.push(task);
+        self.notify_worker(last);
+    }
+
+    /// Work was pushed to worker `target`'s inbox: make sure someone will
+    /// run it.
+    pub(crate) fn notify_worker(&self, target: usize) {
+        fence(SeqCst);
+        let w = &self.workers[target];
+        if w.sleeping.load(Relaxed) && self.claim(target) {
+            return;
+        }
+        if self.sched.steals() {
+            self.notify_idle_after_fence();
+        }
+    }
+
+    /// Work was pushed to the caller's own deque: wake an idle worker to
+    /// steal it, unless one is already searching.
+    pub(crate) fn notify_idle(&self) {
+        if !self.sched.steals() {
+            return;
+        }
+        fence(SeqCst);
+        self.notify_idle_after_fence();
+    }
+
+    fn notify_idle_after_fence(&self) {
+        if self.num_searching.load(Relaxed) != 0 || self.num_sleeping.load(Relaxed) == 0 {
+            return;
+        }
+        let n = self.workers.len();
+        let start = self.wake_rr.fetch_add(1, Relaxed);
+        for i in 0..n {
+            let t = (start + i) % n;
+            if self.workers[t].sleeping.load(Relaxed) && self.claim(t) {
+                return;
+            }
+        }
+    }
+
+    /// Claim sleeping worker `t` and unpark it. Returns whether we did.
+    fn claim(&self, t: usize) -> bool {
+        let w = &self.workers[t];
+        if w.sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            self.num_sleeping.fetch_sub(1, SeqCst);
+            if let Some(th) = w.thread.get() {
+                th.unpark();
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Wake every worker (shutdown).
+    pub(crate) fn wake_all(&self) {
+        for (i, w) in self.workers.iter().enumerate() {
+            self.claim(i);
+            if let Some(th) = w.thread.get() {
+                th.unpark();
+            }
+        }
+    }
+
+    pub(crate) fn node_of(&self, w: usize) -> usize {
+        self.workers[w].slot.node
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Acquire)
+    }
+}

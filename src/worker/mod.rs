@@ -1,0 +1,420 @@
+//! The worker loop: own deque -> yield queue -> inboxes -> steal -> park.
+//!
+//! See `README.md` in this directory for the parking and shutdown protocol.
+
+pub(crate) mod tls;
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{fence, Ordering::*};
+use std::sync::Arc;
+use std::time::Instant;
+
+use corosensei::{Coroutine, CoroutineResult};
+use crossbeam_deque::{Steal, Worker as Deque};
+
+use crate::error::JoinError;
+use crate::fiber::stack::StackPool;
+use crate::fiber::task::{Suspend, TaskRef};
+use crate::policy::ThiefState;
+use crate::runtime::shared::{Counters, Shared};
+
+/// Every this many scheduling ticks the inboxes and the yield queue are
+/// served before the own deque, so a fiber that keeps spawning cannot starve
+/// fibers woken from other threads or yielded ones.
+const FAIRNESS_TICKS: u32 = 61;
+
+/// A timer entry: wake `task` at `deadline`.
+pub(crate) struct Timer {
+    pub(crate) deadline: Instant,
+    pub(crate) seq: u64,
+    pub(crate) task: TaskRef,
+}
+impl PartialEq for Timer {
+    fn eq(&self, o: &Self) -> bool {
+        (self.deadline, self.seq) == (o.deadline, o.seq)
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.deadline, self.seq).cmp(&(o.deadline, o.seq))
+    }
+}
+
+/// The thread-owned part of a worker. Lives on the worker thread's stack
+/// for the whole loop; fibers running on this thread reach it through
+/// `tls::worker_ptr`, and only through shared references (all mutation is
+/// by `Cell`/`RefCell`, borrowed briefly and never across a resume).
+pub(crate) struct WorkerLocal {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) deque: Deque<TaskRef>,
+    yielded: RefCell<VecDeque<TaskRef>>,
+    stacks: RefCell<StackPool>,
+    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
+    timer_seq: Cell<u64>,
+    thief: RefCell<ThiefState>,
+    victims: RefCell<Vec<usize>>,
+    tick: Cell<u32>,
+}
+
+impl WorkerLocal {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<TaskRef>) -> WorkerLocal {
+        let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
+        WorkerLocal {
+            index,
+            shared,
+            deque,
+            yielded: RefCell::new(VecDeque::new()),
+            stacks: RefCell::new(StackPool::default()),
+            timers: RefCell::new(BinaryHeap::new()),
+            timer_seq: Cell::new(0),
+            thief: RefCell::new(thief),
+            victims: RefCell::new(Vec::new()),
+            tick: Cell::new(0),
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.shared.workers[self.index].counters
+    }
+
+    /// Arm a timer that wakes `task` at `deadline`.
+    pub(crate) fn add_timer(&self, deadline: Instant, task: TaskRef) {
+        let seq = self.timer_seq.get();
+        self.timer_seq.set(seq + 1);
+        self.timers.borrow_mut().push(Reverse(Timer { deadline, seq, task }));
+    }
+
+    /// The worker's main loop. Returns when the runtime shuts down.
+    pub(crate) fn run(&self) {
+        let shared = &self.shared;
+        loop {
+            if shared.shutdown.load(Acquire) {
+                break;
+            }
+            self.fire_timers();
+            if let Some(t) = self.next_local() {
+                self.run_task(t);
+                continue;
+            }
+            if let Some(t) = self.steal() {
+                self.run_task(t);
+                continue;
+            }
+            self.park_idle();
+        }
+        self.hand_back_queues();
+    }
+
+    /// Next fiber from this worker's own queues.
+    fn next_local(&self) -> Option<TaskRef> {
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        let me = &self.shared.workers[self.index];
+        if tick % FAIRNESS_TICKS == 0 {
+            if let Some(t) = steal_one(&me.pinned_inbox).or_else(|| steal_one(&me.inbox)) {
+                return Some(t);
+            }
+            if let Some(t) = self.yielded.borrow_mut().pop_front() {
+                return Some(t);
+            }
+        }
+        if let Some(t) = self.deque.pop() {
+            return Some(t);
+        }
+        if let Some(t) = steal_one(&me.pinned_inbox) {
+            return Some(t);
+        }
+        // The inbox before the yield queue: a fiber woken from another
+        // thread has waited longer than one that just yielded.
+        if let Some(t) = me.inbox.steal_batch_and_pop(&self.deque).success() {
+            return Some(t);
+        }
+        let t = self.yielded.borrow_mut().pop_front();
+        t
+    }
+
+    fn fire_timers(&self) {
+        if self.timers.borrow().is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        loop {
+            let due = {
+                let mut heap = self.timers.borrow_mut();
+                match heap.peek() {
+                    Some(Reverse(t)) if t.deadline <= now => heap.pop().map(|Reverse(t)| t.task),
+                    _ => None,
+                }
+            };
+            match due {
+                Some(task) => self.shared.wake(task),
+                None => break,
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.timers.borrow().peek().map(|Reverse(t)| t.deadline)
+    }
+
+    /// Try the policy's victims in order; steal a chunk from the first that
+    /// has work, keep one to run.
+    fn steal(&self) -> Option<TaskRef> {
+        let shared = &self.shared;
+        if !shared.sched.steals() || shared.workers.len() < 2 {
+            return None;
+        }
+        let mut thief = self.thief.borrow_mut();
+        let mut victims = self.victims.borrow_mut();
+        shared.sched.set_own_status(self.index, &mut thief, false);
+        shared.num_searching.fetch_add(1, SeqCst);
+        shared.sched.victims(self.index, &mut thief, &mut victims);
+        let my_node = shared.node_of(self.index);
+        let mut found = None;
+        for &v in victims.iter() {
+            let vs = &shared.workers[v];
+            let got = self.steal_from(v);
+            let counters = self.counters();
+            match got {
+                Some((t, n)) => {
+                    if shared.node_of(v) == my_node {
+                        Counters::bump(&counters.local_steals, 1);
+                    } else {
+                        Counters::bump(&counters.remote_steals, 1);
+                    }
+                    Counters::bump(&counters.stolen_fibers, n as u64);
+                    shared.sched.record_steal(self.index, &mut thief, v, true);
+                    found = Some(t);
+                    break;
+                }
+                None => {
+                    Counters::bump(&counters.failed_steals, 1);
+                    shared.sched.record_steal(self.index, &mut thief, v, false);
+                    let _ = vs;
+                }
+            }
+        }
+        shared.num_searching.fetch_sub(1, SeqCst);
+        if found.is_some() {
+            shared.sched.set_own_status(self.index, &mut thief, true);
+            // We may have taken more than we can run soon: if nobody else
+            // is searching, let a sleeper have a go at our deque.
+            if !self.deque.is_empty() {
+                shared.notify_idle();
+            }
+        }
+        found
+    }
+
+    /// Steal a chunk from worker `v`'s deque, else from its inbox.
+    fn steal_from(&self, v: usize) -> Option<(TaskRef, usize)> {
+        let vs = &self.shared.workers[v];
+        let before = self.deque.len();
+        for _ in 0..4 {
+            let len = vs.stealer.len();
+            if len == 0 {
+                break;
+            }
+            let limit = self.shared.chunk.limit(len).max(1);
+            match vs.stealer.steal_batch_with_limit_and_pop(&self.deque, limit) {
+                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        for _ in 0..4 {
+            let len = vs.inbox.len();
+            if len == 0 {
+                break;
+            }
+            let limit = self.shared.chunk.limit(len).max(1);
+            match vs.inbox.steal_batch_with_limit_and_pop(&self.deque, limit) {
+                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        None
+    }
+
+    /// Resume `task` until it yields, parks or finishes.
+    fn run_task(&self, task: TaskRef) {
+        if !task.transition_to_running() {
+            return; // cancelled by the shutdown drain
+        }
+        let shared = &self.shared;
+        // SAFETY: `transition_to_running` gave us the run permission.
+        let body = unsafe { task.body() };
+        body.last_worker = self.index;
+        let mut coro = match body.coro.take() {
+            Some(c) => c,
+            None => {
+                let main = body.entry.take().expect("a queued unstarted fiber has its entry");
+                let stack = match self.stacks.borrow_mut().get(task.stack_size) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        task.transition_to_done();
+                        main.fail(JoinError::no_stack(format!(
+                            "mmap of a {} byte stack failed: {e}",
+                            task.stack_size
+                        )));
+                        Counters::bump(&self.counters().completed, 1);
+                        return;
+                    }
+                };
+                let tp: *const crate::fiber::task::Task = &*task;
+                Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
+                    // SAFETY: the coroutine runs only while its task's run
+                    // permission is held by the resuming worker, and the
+                    // task outlives its coroutine (the coroutine lives in
+                    // the task's body). The yielder lives on this stack for
+                    // the coroutine's whole life.
+                    unsafe { (*(*tp).body_ptr()).yielder = y };
+                    main.run();
+                })
+            }
+        };
+        let prev = tls::replace_current_task(&*task);
+        let r = coro.resume(());
+        tls::replace_current_task(prev);
+        Counters::bump(&self.counters().resumes, 1);
+        match r {
+            CoroutineResult::Yield(Suspend::Yield) => {
+                // SAFETY: still our permission; the fiber is suspended.
+                unsafe { task.body() }.coro = Some(coro);
+                task.transition_to_queued_after_yield();
+                self.yielded.borrow_mut().push_back(task);
+            }
+            CoroutineResult::Yield(Suspend::Park) => {
+                // SAFETY: as above.
+                let body = unsafe { task.body() };
+                body.coro = Some(coro);
+                if !body.registered {
+                    body.registered = true;
+                    shared.registry.insert(&task);
+                }
+                Counters::bump(&self.counters().parks, 1);
+                if !task.transition_to_parked() {
+                    // A wake-up raced with the suspension: run it again.
+                    self.deque.push(task);
+                }
+            }
+            CoroutineResult::Return(()) => {
+                let stack = coro.into_stack();
+                self.stacks.borrow_mut().put(task.stack_size, stack);
+                // SAFETY: as above.
+                let registered = unsafe { task.body() }.registered;
+                task.transition_to_done();
+                if registered {
+                    shared.registry.remove(task.id);
+                }
+                shared.sched.fiber_left_node(task.charged_node.get());
+            }
+        }
+    }
+
+    /// Sleep until work may be there (protocol in `runtime::shared`).
+    fn park_idle(&self) {
+        let shared = &self.shared;
+        let me = &shared.workers[self.index];
+        me.sleeping.store(true, SeqCst);
+        shared.num_sleeping.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if self.has_visible_work() || shared.shutdown.load(SeqCst) {
+            self.withdraw_sleep();
+            return;
+        }
+        let stacks_mapped = self.stacks.borrow().mapped;
+        me.counters.stacks_mapped.store(stacks_mapped, Relaxed);
+        loop {
+            match self.next_deadline() {
+                Some(d) => {
+                    let now = Instant::now();
+                    if d <= now {
+                        break;
+                    }
+                    std::thread::park_timeout(d - now);
+                }
+                None => std::thread::park(),
+            }
+            if !me.sleeping.load(SeqCst) {
+                return; // claimed and woken by someone who made work visible
+            }
+            if shared.shutdown.load(SeqCst) {
+                break;
+            }
+            if let Some(d) = self.next_deadline() {
+                if d <= Instant::now() {
+                    break;
+                }
+            }
+        }
+        self.withdraw_sleep();
+    }
+
+    fn withdraw_sleep(&self) {
+        let shared = &self.shared;
+        if shared.workers[self.index].sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            shared.num_sleeping.fetch_sub(1, SeqCst);
+        }
+    }
+
+    fn has_visible_work(&self) -> bool {
+        let shared = &self.shared;
+        let me = &shared.workers[self.index];
+        if !self.deque.is_empty()
+            || !me.inbox.is_empty()
+            || !me.pinned_inbox.is_empty()
+            || !self.yielded.borrow().is_empty()
+        {
+            return true;
+        }
+        if let Some(d) = self.next_deadline() {
+            if d <= Instant::now() {
+                return true;
+            }
+        }
+        shared.sched.steals()
+            && shared.workers.iter().enumerate().any(|(i, w)| i != self.index && w.has_stealable_work())
+    }
+
+    /// Shutdown: move every queued fiber of this worker to its inbox, where
+    /// the draining thread finds it. Timers only hold extra references to
+    /// parked fibers, which the registry also holds.
+    fn hand_back_queues(&self) {
+        let me = &self.shared.workers[self.index];
+        while let Some(t) = self.deque.pop() {
+            me.inbox.push(t);
+        }
+        for t in self.yielded.borrow_mut().drain(..) {
+            me.inbox.push(t);
+        }
+        self.timers.borrow_mut().clear();
+        let stacks = self.stacks.borrow();
+        me.counters.stacks_mapped.store(stacks.mapped, Relaxed);
+    }
+}
+
+fn steal_one(q: &crossbeam_deque::Injector<TaskRef>) -> Option<TaskRef> {
+    loop {
+        match q.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Pop anything from an injector (shutdown drain).
+pub(crate) fn drain_one(q: &crossbeam_deque::Injector<TaskRef>) -> Option<TaskRef> {
+    steal_one(q)
+}

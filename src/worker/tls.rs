@@ -1,0 +1,45 @@
+//! The runtime's per-thread state, read only through `#[inline(never)]`
+//! accessors.
+//!
+//! A fiber may suspend on one worker thread and resume on another. Inside a
+//! function that spans a suspension, an inlined `thread_local!` access may
+//! keep the address computed on the *old* thread (the compiler assumes a
+//! function never changes threads; measured in release builds on these
+//! machines). Every read below therefore goes through a function that is
+//! never inlined, so each call computes the address on the thread that runs
+//! it. Callers must not keep a reference obtained here across a suspension
+//! point: call the accessor again after `suspend` returns.
+
+use std::cell::Cell;
+use std::ptr;
+
+use super::WorkerLocal;
+use crate::fiber::task::Task;
+
+thread_local! {
+    static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
+    static CURRENT: Cell<*const Task> = const { Cell::new(ptr::null()) };
+}
+
+/// The worker running on this thread, or null on other threads.
+#[inline(never)]
+pub(crate) fn worker_ptr() -> *const WorkerLocal {
+    WORKER.with(|w| w.get())
+}
+
+#[inline(never)]
+pub(crate) fn set_worker(p: *const WorkerLocal) {
+    WORKER.with(|w| w.set(p))
+}
+
+/// The fiber running on this thread, or null.
+#[inline(never)]
+pub(crate) fn current_task_ptr() -> *const Task {
+    CURRENT.with(|c| c.get())
+}
+
+/// Sets the current fiber and returns the previous one.
+#[inline(never)]
+pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
+    CURRENT.with(|c| c.replace(p))
+}
