@@ -259,6 +259,21 @@ impl LoadProbe for [usize] {
     }
 }
 
+/// A vector of queue lengths, indexed by worker; unlike `[usize]` it
+/// coerces to `&dyn LoadProbe`.
+impl LoadProbe for Vec<usize> {
+    fn queue_len(&self, w: usize) -> usize {
+        self[w]
+    }
+}
+
+/// An array of queue lengths, indexed by worker.
+impl<const N: usize> LoadProbe for [usize; N] {
+    fn queue_len(&self, w: usize) -> usize {
+        self[w]
+    }
+}
+
 /// Per-thief private state: rng, SWAS status bitmap, scratch buffers.
 /// Owned by one worker; passed `&mut` to the [`Scheduler`] calls.
 #[derive(Debug, Clone)]
@@ -337,9 +352,9 @@ const FALLBACK_REMOTE: u32 = 20;
 /// assert_eq!(v[0], 1);              // own node first
 /// assert_eq!(&v[1..].len(), &2);    // then node 1's two workers
 ///
-/// let queues: &[usize] = &[0; 4];
-/// assert_eq!(s.place(None, queues), 0); // round-robin placement
-/// assert_eq!(s.place(None, queues), 1);
+/// let queues = [0usize; 4]; // queue length per worker
+/// assert_eq!(s.place(None, &queues), 0); // round-robin placement
+/// assert_eq!(s.place(None, &queues), 1);
 /// ```
 #[derive(Debug)]
 pub struct Scheduler {
