@@ -33,8 +33,18 @@
 //!                  if n > 0 { sched.fiber_moved(node(v), node(w), n); break }
 //!              }
 //!          }
+//! wake:    a woken fiber pushed to a worker on another node than the one
+//!          it was counted on: sched.fiber_moved(old_node, new_node, 1)
 //! finish:  sched.fiber_left_node(node of the worker the fiber ended on)
+//! stats:   sched.placements(n), sched.node_workload(n), sched.is_local(w, v),
+//!          sched.has_distance_matrix()
 //! ```
+//!
+//! A fiber is counted on one node from its placement to its end: `place`
+//! (or `record_placement`) adds it, `fiber_moved` carries it along, and
+//! `fiber_left_node` removes it where it ends. Counts are relaxed atomics;
+//! racing spawners may read each other's counts late (as in the thesis),
+//! and a decrementing count may dip below zero for a moment.
 //!
 //! `fiber_moved` and `fiber_left_node` are no-ops unless the policy is
 //! [`Policy::Nlh`] with [`PolicyOptions::decrement_workload`]; they are cheap

@@ -195,8 +195,8 @@ mod tests {
         // then the distance list as given (3 nearer than 0 nearer than 1).
         load_node_order(&[0.5; 4], 2, &[3, 0, 1], &mut out);
         assert_eq!(out, vec![2, 3, 0, 1]);
-        // Own node ties with a busier-looking remote's peer: 1 and 3 tie at
-        // 0.75 above own (0.5); 3 comes first because it is nearer.
+        // Remotes 1 and 3 tie at 0.75, above own (0.5) and 0 (0.5): 3
+        // before 1 (distance list), then own before 0.
         load_node_order(&[0.5, 0.75, 0.5, 0.75], 2, &[3, 0, 1], &mut out);
         assert_eq!(out, vec![3, 1, 2, 0]);
         // Own ties with the top remote: own first.
