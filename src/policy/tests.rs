@@ -1,0 +1,495 @@
+//! Scheduler-level tests: the pure functions wired to topology, atomics and
+//! per-thief state, driven without threads.
+
+use super::status::WorkerStatus::{self, Busy, DontKnow, Idle};
+use super::*;
+
+/// `nodes` nodes of `per` workers each; worker `w` on node `w / per`.
+fn layout(nodes: usize, per: usize) -> Vec<usize> {
+    (0..nodes * per).map(|w| w / per).collect()
+}
+
+fn sched(policy: Policy, nodes: usize, per: usize) -> Scheduler {
+    Scheduler::new(policy, PolicyOptions::default(), layout(nodes, per), &Topology::uniform(nodes, per))
+}
+
+/// 4 nodes in a ring, like the numa-vm: 10 local, 20 to neighbours, 30 across.
+fn ring4(per: usize) -> Topology {
+    Topology::uniform(4, per)
+        .with_distances(vec![
+            vec![10, 20, 30, 20],
+            vec![20, 10, 20, 30],
+            vec![30, 20, 10, 20],
+            vec![20, 30, 20, 10],
+        ])
+        .unwrap()
+}
+
+/// The node of each victim, in order.
+fn victim_nodes(s: &Scheduler, victims: &[usize]) -> Vec<usize> {
+    victims.iter().map(|&v| s.worker_node(v)).collect()
+}
+
+/// Collapse consecutive equal entries: the node order of a victim list.
+fn node_runs(nodes: &[usize]) -> Vec<usize> {
+    let mut v = nodes.to_vec();
+    v.dedup();
+    v
+}
+
+#[test]
+fn policy_names_round_trip_and_aliases() {
+    for p in Policy::ALL {
+        assert_eq!(p.name().parse::<Policy>(), Ok(p));
+        assert_eq!(p.to_string(), p.name());
+    }
+    assert_eq!("rr".parse(), Ok(Policy::RoundRobin));
+    assert_eq!(" NLLASS ".parse(), Ok(Policy::HybridSteal));
+    assert_eq!("Round-Robin".parse(), Ok(Policy::RoundRobin));
+    let mut names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+    names.dedup();
+    assert_eq!(names.len(), 6);
+}
+
+#[test]
+fn policy_parse_error_lists_valid_names() {
+    let e = "work-first".parse::<Policy>().unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("`work-first`"), "{msg}");
+    for p in Policy::ALL {
+        assert!(msg.contains(p.name()), "{msg} lacks {}", p.name());
+    }
+    assert!(msg.contains("rr") && msg.contains("nllass"), "{msg}");
+    assert!("".parse::<Policy>().is_err());
+}
+
+#[test]
+fn policy_capabilities() {
+    assert_eq!(Policy::ALL.iter().filter(|p| p.steals()).count(), 5);
+    assert!(!Policy::RoundRobin.steals());
+    let bitmap: Vec<Policy> = Policy::ALL.into_iter().filter(|p| p.uses_status_bitmap()).collect();
+    assert_eq!(bitmap, vec![Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh]);
+    assert!(!Policy::RandomSteal.uses_distances() && Policy::NumaSteal.uses_distances());
+}
+
+#[test]
+fn steal_chunk_limits() {
+    let half: Vec<usize> = (0..6).map(|l| StealChunk::Half.limit(l)).collect();
+    assert_eq!(half, vec![0, 1, 1, 2, 2, 3]);
+    assert_eq!(StealChunk::Fixed(4).limit(10), 4);
+    assert_eq!(StealChunk::Fixed(4).limit(3), 3);
+    assert_eq!(StealChunk::Fixed(0).limit(3), 0);
+    assert_eq!(StealChunk::Fixed(1).limit(0), 0);
+    assert_eq!(StealChunk::Half.limit(usize::MAX), usize::MAX / 2 + 1);
+    assert_eq!(StealChunk::default(), StealChunk::Half);
+}
+
+#[test]
+fn options_default_is_the_thesis() {
+    let d = PolicyOptions::default();
+    assert!(!d.decrement_workload && !d.spawner_node_from_cpu && !d.work_first);
+    let s = sched(Policy::Nlh, 2, 1);
+    assert_eq!(s.options(), PolicyOptions::thesis());
+    assert_eq!(s.policy(), Policy::Nlh);
+}
+
+#[test]
+fn round_robin_places_in_turn_and_never_steals() {
+    let s = sched(Policy::RoundRobin, 2, 2);
+    assert!(!s.steals());
+    let q: &Vec<usize> = &vec![9, 0, 9, 0]; // queue lengths are ignored
+    let got: Vec<usize> = (0..6).map(|_| s.place(Some(3), q)).collect();
+    assert_eq!(got, vec![0, 1, 2, 3, 0, 1]);
+    let mut st = s.new_thief_state(1, 7);
+    let mut v = vec![42];
+    s.victims(1, &mut st, &mut v);
+    assert!(v.is_empty());
+    // Placements derived from the counter: node 0 got 0, 1, 0, 1; node 1 got 2, 3.
+    assert_eq!((s.placements(0), s.placements(1)), (4, 2));
+    assert_eq!(s.node_workload(0), 0);
+    assert!(st.bitmap().is_empty());
+}
+
+#[test]
+fn round_robin_placement_counts_match_a_replay() {
+    // Uneven layout: node 0 has workers 0 and 2, node 1 has 1.
+    let s = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), vec![0, 1, 0], &Topology::uniform(2, 2));
+    let q: &Vec<usize> = &vec![0; 3];
+    let mut per_node = [0u64; 2];
+    for i in 0..11 {
+        let w = s.place(None, q);
+        per_node[s.worker_node(w)] += 1;
+        assert_eq!(s.placements(0) + s.placements(1), i + 1);
+        assert_eq!([s.placements(0), s.placements(1)], per_node);
+    }
+}
+
+#[test]
+fn random_steal_tries_everyone_else_from_varying_starts() {
+    let s = sched(Policy::RandomSteal, 2, 3);
+    let mut st = s.new_thief_state(4, 1);
+    let mut v = Vec::new();
+    let mut firsts = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        s.victims(4, &mut st, &mut v);
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2, 3, 5]);
+        firsts.insert(v[0]);
+    }
+    assert_eq!(firsts.len(), 5, "every other worker comes first sometimes: {firsts:?}");
+}
+
+#[test]
+fn single_worker_has_no_victims() {
+    for p in Policy::ALL {
+        let s = sched(p, 1, 1);
+        let mut st = s.new_thief_state(0, 3);
+        let mut v = vec![1];
+        s.victims(0, &mut st, &mut v);
+        assert!(v.is_empty(), "{p}");
+        assert_eq!(s.place(Some(0), &vec![0usize]), 0, "{p}");
+    }
+}
+
+#[test]
+fn distance_lists_follow_the_matrix() {
+    let s = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), layout(4, 1), &ring4(1));
+    assert!(s.has_distance_matrix());
+    assert_eq!(s.remote_by_distance(0), &[1, 3, 2]);
+    assert_eq!(s.remote_by_distance(1), &[0, 2, 3]);
+    assert_eq!(s.remote_by_distance(3), &[0, 2, 1]);
+    assert_eq!(s.distance(0, 2), 30);
+    let u = sched(Policy::NumaSteal, 3, 1);
+    assert!(!u.has_distance_matrix());
+    assert_eq!(u.remote_by_distance(1), &[0, 2]);
+}
+
+#[test]
+fn numa_steal_own_node_then_by_distance() {
+    let s = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
+    let mut st = s.new_thief_state(2, 9); // worker 2 on node 1
+    let mut v = Vec::new();
+    s.victims(2, &mut st, &mut v);
+    assert_eq!(v.len(), 7);
+    assert!(!v.contains(&2));
+    assert_eq!(v[0], 3); // the node mate
+    assert_eq!(victim_nodes(&s, &v), vec![1, 0, 0, 2, 2, 3, 3]);
+}
+
+#[test]
+fn numa_steal_rotates_within_a_node() {
+    let s = sched(Policy::NumaSteal, 2, 3);
+    let mut st = s.new_thief_state(0, 5);
+    let mut v = Vec::new();
+    let mut local_firsts = std::collections::BTreeSet::new();
+    let mut remote_firsts = std::collections::BTreeSet::new();
+    for _ in 0..100 {
+        s.victims(0, &mut st, &mut v);
+        assert_eq!(victim_nodes(&s, &v), vec![0, 0, 1, 1, 1]);
+        local_firsts.insert(v[0]);
+        remote_firsts.insert(v[2]);
+    }
+    assert_eq!(local_firsts.into_iter().collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(remote_firsts.into_iter().collect::<Vec<_>>(), vec![3, 4, 5]);
+}
+
+#[test]
+fn load_steal_starts_dontknow_and_local_first() {
+    let s = Scheduler::new(Policy::LoadSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
+    let mut st = s.new_thief_state(0, 1);
+    assert!((0..8).all(|w| st.bitmap().get(w) == DontKnow));
+    let mut v = Vec::new();
+    s.victims(0, &mut st, &mut v);
+    // All estimators 0.5: own node first, then the distance list 1, 3, 2.
+    assert_eq!(st.estimators(), &[0.5; 4]);
+    assert_eq!(node_runs(&victim_nodes(&s, &v)), vec![0, 1, 3, 2]);
+}
+
+#[test]
+fn load_steal_own_status_counts_in_own_node() {
+    let s = sched(Policy::LoadSteal, 2, 2);
+    let mut st = s.new_thief_state(0, 1);
+    s.set_own_status(0, &mut st, false);
+    assert_eq!(st.bitmap().get(0), Idle);
+    let mut v = Vec::new();
+    s.victims(0, &mut st, &mut v);
+    // Own node: IDLE + DONTKNOW = 0.25 < node 1's 0.5: node 1 first.
+    assert_eq!(st.estimators(), &[0.25, 0.5]);
+    assert_eq!(victim_nodes(&s, &v), vec![1, 1, 0]);
+    s.set_own_status(0, &mut st, true);
+    assert_eq!(st.bitmap().get(0), Busy);
+    s.victims(0, &mut st, &mut v);
+    assert_eq!(st.estimators(), &[0.75, 0.5]);
+    assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
+}
+
+#[test]
+fn swas_local_attempt_updates_only_the_victim() {
+    for p in [Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh] {
+        let s = sched(p, 2, 3);
+        let mut st = s.new_thief_state(0, 1);
+        s.record_steal(0, &mut st, 1, false);
+        s.record_steal(0, &mut st, 2, true);
+        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        assert_eq!(got, vec![DontKnow, Idle, Busy, DontKnow, DontKnow, DontKnow], "{p}");
+    }
+}
+
+#[test]
+fn swas_remote_attempt_updates_the_whole_node() {
+    for p in [Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh] {
+        let s = sched(p, 3, 2);
+        let mut st = s.new_thief_state(0, 1);
+        s.record_steal(0, &mut st, 3, false); // node 1
+        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        assert_eq!(got, vec![DontKnow, DontKnow, Idle, Idle, DontKnow, DontKnow], "{p}");
+        s.record_steal(0, &mut st, 4, true); // node 2
+        s.record_steal(0, &mut st, 2, true); // node 1 again, now success
+        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        assert_eq!(got, vec![DontKnow, DontKnow, Busy, Busy, Busy, Busy], "{p}");
+    }
+}
+
+#[test]
+fn non_bitmap_policies_ignore_status_updates() {
+    for p in [Policy::RoundRobin, Policy::RandomSteal, Policy::NumaSteal] {
+        let s = sched(p, 2, 2);
+        let mut st = s.new_thief_state(0, 1);
+        s.record_steal(0, &mut st, 3, true);
+        s.set_own_status(0, &mut st, true);
+        assert!(st.bitmap().is_empty(), "{p}");
+    }
+}
+
+#[test]
+fn load_steal_goes_to_the_node_that_proved_busy() {
+    let s = Scheduler::new(Policy::LoadSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
+    let mut st = s.new_thief_state(0, 1);
+    s.set_own_status(0, &mut st, false);
+    s.record_steal(0, &mut st, 1, false); // own node: 0 idle, 1 idle -> 0.0
+    s.record_steal(0, &mut st, 2, false); // node 1 idle -> 0.0
+    s.record_steal(0, &mut st, 5, true); // node 2 busy -> 1.0
+    // node 3 stays DONTKNOW -> 0.5
+    let mut v = Vec::new();
+    s.victims(0, &mut st, &mut v);
+    assert_eq!(st.estimators(), &[0.0, 0.0, 1.0, 0.5]);
+    // Descending: 2, 3, then the tie at 0.0: own node 0 before node 1.
+    assert_eq!(victim_nodes(&s, &v), vec![2, 2, 3, 3, 0, 1, 1]);
+}
+
+/// Thesis Table 4.1 through the Scheduler: 3 nodes x 3 workers, thief is
+/// the thesis' "Worker 3 on node 0" (our worker 2). Distances 2 and 3 from
+/// node 0 become SLIT 20 and 30; the order only scales.
+#[test]
+fn hybrid_reproduces_table_4_1() {
+    let topo = Topology::uniform(3, 3)
+        .with_distances(vec![vec![10, 20, 30], vec![20, 10, 20], vec![30, 20, 10]])
+        .unwrap();
+    for p in [Policy::HybridSteal, Policy::Nlh] {
+        let s = Scheduler::new(p, PolicyOptions::default(), layout(3, 3), &topo);
+        let mut st = s.new_thief_state(2, 11);
+        let states = [Idle, Idle, Idle, Busy, Idle, Idle, Busy, Busy, Idle];
+        for (w, &status) in states.iter().enumerate() {
+            st.bitmap_mut().set(w, status);
+        }
+        let mut v = Vec::new();
+        s.victims(2, &mut st, &mut v);
+        let est = st.estimators().to_vec();
+        assert_eq!(est[0], 0.0);
+        assert!(((1.0 - est[1]) - 2.0 / 3.0).abs() < 1e-12); // thesis: 0.66
+        assert!(((1.0 - est[2]) - 1.0 / 3.0).abs() < 1e-12); // thesis: 0.33
+        let scores: Vec<f64> = (1..3).map(|n| steal::hybrid_score(est[n], s.distance(0, n))).collect();
+        assert!((scores[0] - 13.0 - 1.0 / 3.0).abs() < 1e-9); // thesis: 1.32 (x10)
+        assert!((scores[1] - 10.0).abs() < 1e-9); // thesis: 0.99 (x10)
+        // Own node first, then node 2 (the lower score), then node 1;
+        // nearest-first NumaSteal would have tried node 1 before node 2.
+        assert_eq!(victim_nodes(&s, &v), vec![0, 0, 2, 2, 2, 1, 1, 1], "{p}");
+        assert!(!v.contains(&2));
+    }
+}
+
+#[test]
+fn hybrid_busy_remote_ties_with_own_node_but_own_goes_first() {
+    let s = sched(Policy::HybridSteal, 2, 2);
+    let mut st = s.new_thief_state(0, 1);
+    s.record_steal(0, &mut st, 2, true); // node 1 all BUSY: score 0
+    let mut v = Vec::new();
+    s.victims(0, &mut st, &mut v);
+    assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
+}
+
+fn nlh(nodes: usize, per: usize, opts: PolicyOptions) -> Scheduler {
+    Scheduler::new(Policy::Nlh, opts, layout(nodes, per), &Topology::uniform(nodes, per))
+}
+
+#[test]
+fn nlh_keeps_spawns_local_until_the_median() {
+    // 4 nodes x 1 worker; nodes 1..3 pre-loaded with 2, 4 and 6 fibers.
+    let s = nlh(4, 1, PolicyOptions::default());
+    let q: &Vec<usize> = &vec![0; 4];
+    for (w, times) in [(1, 2), (2, 4), (3, 6)] {
+        for _ in 0..times {
+            s.record_placement(w);
+        }
+    }
+    // Node 0 (0) < median of 2, 4, 6 (4): spawns from worker 0 stay local
+    // for workloads 0, 1, 2, 3; at 4 the least-loaded node (1, at 2) wins.
+    let got: Vec<usize> = (0..6).map(|_| s.place(Some(0), q)).collect();
+    assert_eq!(got, vec![0, 0, 0, 0, 1, 1]);
+    assert_eq!((0..4).map(|n| s.node_workload(n)).collect::<Vec<_>>(), vec![4, 4, 4, 6]);
+    assert_eq!((0..4).map(|n| s.placements(n)).collect::<Vec<_>>(), vec![4, 4, 4, 6]);
+}
+
+#[test]
+fn nlh_two_nodes_alternate_from_an_external_spawner() {
+    let s = nlh(2, 1, PolicyOptions::default());
+    let q: &Vec<usize> = &vec![0; 2];
+    let got: Vec<usize> = (0..6).map(|_| s.place(None, q)).collect();
+    // Thesis: an external spawner counts as node 0.
+    assert_eq!(got, vec![0, 1, 0, 1, 0, 1]);
+}
+
+#[test]
+fn nlh_picks_the_shortest_queue_on_the_node() {
+    let s = nlh(2, 3, PolicyOptions::default());
+    let q: &Vec<usize> = &vec![4, 1, 1, 0, 0, 0];
+    // Spawner 0, workloads [0, 0]: 0 is not below the median 0, the least
+    // loaded nodes tie and the local one wins; its shortest queues are
+    // workers 1 and 2 (spawner 0 is not among them): lowest index.
+    assert_eq!(s.place(Some(0), q), 1);
+    // Spawner 2, workloads [1, 0]: node 1 is least loaded; the spawner is
+    // not there and all queues are empty: lowest index.
+    assert_eq!(s.place(Some(2), q), 3);
+    // Spawner 4, workloads [1, 1]: tie, local node 1 wins; the spawner is
+    // among the shortest queues and takes it.
+    assert_eq!(s.place(Some(4), q), 4);
+    // Spawner 2, workloads [1, 2]: local node 0 is below the median 2;
+    // workers 1 and 2 tie on queue length and the spawner takes it.
+    assert_eq!(s.place(Some(2), q), 2);
+}
+
+#[test]
+fn nlh_thesis_counts_only_grow() {
+    let s = nlh(2, 1, PolicyOptions::default());
+    let q: &Vec<usize> = &vec![0; 2];
+    s.place(Some(0), q);
+    s.fiber_left_node(0);
+    s.fiber_moved(0, 1, 1);
+    assert_eq!((s.node_workload(0), s.node_workload(1)), (1, 0));
+}
+
+#[test]
+fn nlh_decrementing_counts_follow_fibers() {
+    let opts = PolicyOptions { decrement_workload: true, ..PolicyOptions::default() };
+    let s = nlh(2, 1, opts);
+    let q: &Vec<usize> = &vec![0; 2];
+    for _ in 0..4 {
+        s.place(Some(0), q);
+    }
+    // Alternating 0, 1, 0, 1.
+    assert_eq!((s.node_workload(0), s.node_workload(1)), (2, 2));
+    s.fiber_moved(1, 0, 2); // node 0 stole both of node 1's fibers
+    assert_eq!((s.node_workload(0), s.node_workload(1)), (4, 0));
+    s.fiber_moved(0, 0, 3); // within a node: nothing moves
+    assert_eq!(s.node_workload(0), 4);
+    s.fiber_left_node(0);
+    s.fiber_left_node(0);
+    assert_eq!(s.node_workload(0), 2);
+    // Placements never fall.
+    assert_eq!((s.placements(0), s.placements(1)), (2, 2));
+    // Node 1 now far below: the next spawn from node 0 goes there.
+    assert_eq!(s.place(Some(0), q), 1);
+}
+
+#[test]
+fn decrement_is_a_no_op_for_round_robin_policies() {
+    let opts = PolicyOptions { decrement_workload: true, ..PolicyOptions::default() };
+    let s = Scheduler::new(Policy::HybridSteal, opts, layout(2, 1), &Topology::uniform(2, 1));
+    s.fiber_left_node(0);
+    s.fiber_moved(0, 1, 5);
+    s.record_placement(1);
+    assert_eq!((s.node_workload(0), s.node_workload(1)), (0, 0));
+}
+
+#[test]
+fn record_placement_counts_for_nlh() {
+    let s = nlh(2, 2, PolicyOptions::default());
+    s.record_placement(3);
+    assert_eq!((s.node_workload(1), s.placements(1)), (1, 1));
+    // Node 1 is now loaded: an external spawn (node 0) stays on node 0.
+    assert_eq!(s.worker_node(s.place(None, &vec![0usize; 4])), 0);
+}
+
+#[test]
+fn nlh_external_spawner_node_from_cpu() {
+    // Every cpu maps to node 1: with the switch, node 1 is local.
+    let opts = PolicyOptions { spawner_node_from_cpu: true, ..PolicyOptions::default() };
+    let s = nlh(2, 1, opts).with_cpu_node_map(vec![Some(1); 4096]);
+    assert_eq!(s.spawner_node(None), 1);
+    assert_eq!(s.spawner_node(Some(0)), 0);
+    assert_eq!(s.place(None, &vec![0usize; 2]), 1);
+    // Without the switch: node 0, as in the thesis.
+    let t = nlh(2, 1, PolicyOptions::default()).with_cpu_node_map(vec![Some(1); 4096]);
+    assert_eq!(t.spawner_node(None), 0);
+    assert_eq!(t.place(None, &vec![0usize; 2]), 0);
+    // Unknown cpu: node 0.
+    let u = nlh(2, 1, opts).with_cpu_node_map(Vec::new());
+    assert_eq!(u.spawner_node(None), 0);
+}
+
+#[test]
+fn cpu_node_map_comes_from_the_topology() {
+    let s = nlh(2, 3, PolicyOptions::default());
+    let got: Vec<Option<usize>> = (0..7).map(|c| s.node_of_cpu(c)).collect();
+    assert_eq!(got, vec![Some(0), Some(0), Some(0), Some(1), Some(1), Some(1), None]);
+}
+
+#[test]
+fn nlh_never_places_on_a_node_without_workers() {
+    // 4-node topology, workers only on nodes 0 and 2.
+    let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), vec![0, 2], &ring4(1));
+    let q: &Vec<usize> = &vec![0; 2];
+    for _ in 0..20 {
+        let w = s.place(None, q);
+        assert!(w < 2);
+    }
+    assert_eq!((s.node_workload(0), s.node_workload(2)), (10, 10));
+    assert_eq!(s.node_workload(1) + s.node_workload(3), 0);
+    // A local node without workers: least loaded (ties: lowest index).
+    assert_eq!(s.place_nlh(1, None, q), 0);
+    assert_eq!(s.place_nlh(3, None, q), 1);
+    // Victim lists skip the empty nodes.
+    let mut st = s.new_thief_state(0, 1);
+    let mut v = Vec::new();
+    s.victims(0, &mut st, &mut v);
+    assert_eq!(v, vec![1]);
+}
+
+#[test]
+fn thief_states_are_deterministic_per_seed() {
+    let s = sched(Policy::RandomSteal, 1, 8);
+    let rounds = |worker: usize, seed: u64| {
+        let mut st = s.new_thief_state(worker, seed);
+        let mut v = Vec::new();
+        (0..20)
+            .map(|_| {
+                s.victims(worker, &mut st, &mut v);
+                v[0]
+            })
+            .collect::<Vec<usize>>()
+    };
+    assert_eq!(s.new_thief_state(3, 1).worker(), 3);
+    assert_eq!(rounds(0, 1), rounds(0, 1));
+    assert_ne!(rounds(0, 1), rounds(0, 2));
+    // Same seed, different workers: different streams.
+    assert_ne!(rounds(2, 1), rounds(3, 1));
+}
+
+#[test]
+fn scheduler_is_shared_between_threads() {
+    fn assert_sync<T: Send + Sync>() {}
+    assert_sync::<Scheduler>();
+    fn assert_send<T: Send>() {}
+    assert_send::<ThiefState>();
+}
