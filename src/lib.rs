@@ -6,4 +6,4 @@ pub mod policy;
 pub mod topology;
 
 pub use policy::{Policy, StealChunk};
-pub use topology::{NumaNode, Topology, TopologyError};
+pub use topology::{NumaNode, Topology, TopologyError, TopologyErrorKind, WorkerSlot};
