@@ -34,6 +34,13 @@ fn malformed_synthetic_is_a_typed_error() {
 }
 
 #[test]
+fn huge_synthetic_is_refused_quickly() {
+    let t0 = std::time::Instant::now();
+    assert_err(Topology::synthetic("pack:70000 pu:70000"), K::InvalidSynthetic, &["4900000000 PUs", "smaller counts"]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
 fn synthetic_with_nul_is_a_typed_error() {
     assert_err(Topology::synthetic("pu:2\0"), K::InvalidSynthetic, &["e.g."]);
 }
@@ -392,4 +399,7 @@ fn pinning_to_a_missing_cpu_says_so() {
     let bogus = real_cpus().last().unwrap() + 1000;
     let err = std::thread::spawn(move || pin_current_thread(bogus)).join().unwrap().unwrap_err();
     assert!(err.contains(&bogus.to_string()) && err.contains("real_cpus"), "{err}");
+    // Beyond hwloc's bitmap range (c_int::MAX): still an error, not a panic.
+    let err = std::thread::spawn(|| pin_current_thread(usize::MAX)).join().unwrap().unwrap_err();
+    assert!(err.contains("not a PU of this machine"), "{err}");
 }

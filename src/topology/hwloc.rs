@@ -78,6 +78,15 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
     if desc.trim().is_empty() {
         return Err(invalid("it is empty".into()));
     }
+    // hwloc would happily try to build billions of objects ("pack:70000
+    // pu:70000" takes minutes and gigabytes): bound the PU count first.
+    let pus = synthetic_pu_estimate(desc);
+    if pus > MAX_SYNTHETIC_PUS {
+        return Err(invalid(format!(
+            "it describes about {pus} PUs, more than the {MAX_SYNTHETIC_PUS} numafiber accepts; \
+             use smaller counts"
+        )));
+    }
     let built = catch_unwind(AssertUnwindSafe(|| {
         HwTopology::builder()
             .from_synthetic(desc)
@@ -94,6 +103,22 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
     let t = Topology::from_parts(nodes, node_os, matrix.ok().flatten(), false, format!("synthetic:{desc}"));
     t.validate()?;
     Ok(t)
+}
+
+/// Largest synthetic topology [`synthetic`] builds, in PUs.
+const MAX_SYNTHETIC_PUS: u64 = 1 << 16;
+
+/// Product of the level counts of a synthetic description ("pack:2 core:4
+/// pu:2" -> 16), saturating; tokens without a leading count are ignored
+/// (hwloc validates the syntax itself).
+fn synthetic_pu_estimate(desc: &str) -> u64 {
+    desc.split_whitespace()
+        .filter_map(|tok| {
+            let (_, rest) = tok.split_once(':')?;
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            Some(digits.parse::<u64>().unwrap_or(u64::MAX))
+        })
+        .fold(1u64, u64::saturating_mul)
 }
 
 pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
@@ -248,11 +273,13 @@ fn extract(hw: &HwTopology) -> (Vec<NumaNode>, Vec<Option<usize>>, Result<Option
 /// [`WorkerSlot::cpu`]: super::WorkerSlot::cpu
 pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     let hw = real_topology().map_err(|e| format!("cannot pin thread to cpu {cpu}: {e}"))?;
-    let known = hw.cpuset();
-    if !known.is_set(cpu) {
+    // Check against the plain list first: hwlocality panics on bitmap
+    // indexes above c_int::MAX.
+    if !real_cpu_list().contains(&cpu) {
         return Err(format!(
-            "cannot pin thread to cpu {cpu}: it is not a PU of this machine (hwloc sees {known}); \
-             pick one of numafiber::topology::real_cpus()"
+            "cannot pin thread to cpu {cpu}: it is not a PU of this machine (hwloc sees {}); \
+             pick one of numafiber::topology::real_cpus()",
+            hw.cpuset()
         ));
     }
     let mut set = CpuSet::new();
@@ -288,12 +315,17 @@ pub fn current_cpu() -> Option<usize> {
 /// assert!(cpus.windows(2).all(|w| w[0] < w[1]));
 /// ```
 pub fn real_cpus() -> Vec<usize> {
+    real_cpu_list().to_vec()
+}
+
+/// The cached list behind [`real_cpus`].
+fn real_cpu_list() -> &'static [usize] {
     static CPUS: OnceLock<Vec<usize>> = OnceLock::new();
     CPUS.get_or_init(|| {
         let mut v: Vec<usize> = match real_topology() {
             Ok(hw) => hw
                 .objects_with_type(ObjectType::PU)
-                .filter_map(|pu| pu.os_index())
+                .filter_map(hwlocality::object::TopologyObject::os_index)
                 .collect(),
             Err(_) => Vec::new(),
         };
@@ -305,5 +337,4 @@ pub fn real_cpus() -> Vec<usize> {
         }
         v
     })
-    .clone()
 }

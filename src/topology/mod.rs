@@ -310,6 +310,7 @@ impl Topology {
     /// assert_eq!(topo.distance(1, 0), 20);
     /// assert!(numafiber::Topology::uniform(0, 2).validate().is_err());
     /// ```
+    #[must_use]
     pub fn uniform(nodes: usize, pus_per_node: usize) -> Topology {
         let nodes_v: Vec<NumaNode> = (0..nodes)
             .map(|n| NumaNode {
