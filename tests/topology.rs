@@ -328,6 +328,11 @@ fn detect_sees_this_machine() {
     let mut all: Vec<usize> = t.nodes().iter().flat_map(|n| n.cpus.iter().copied()).collect();
     all.sort_unstable();
     assert_eq!(all, real_cpus(), "detected PUs must be exactly real_cpus()");
+    if t.num_nodes() == 1 {
+        // hwloc reports no matrix for a single node: the 10/20 default is used.
+        assert!(!t.has_distance_matrix());
+        assert_eq!(t.distances(), &[vec![10]]);
+    }
     if !t.has_distance_matrix() {
         let n = t.num_nodes();
         for a in 0..n {

@@ -16,6 +16,11 @@
 //! `uniform`), 10 local / 20 remote is used and
 //! [`Topology::has_distance_matrix`] is `false`.
 //!
+//! Multi-node behaviour (detection, kernel distances, pinning) is tested on
+//! a real NUMA kernel by `scripts/numa-vm-test.sh`, which runs
+//! `tests/numa_vm.rs` in a 4-node QEMU VM; on a one-node machine those tests
+//! print `skipped: not in numa-vm`.
+//!
 //! ```
 //! use numafiber::Topology;
 //!
