@@ -55,17 +55,26 @@ fn main() -> ExitCode {
         if topo.is_this_machine() {
             "this machine: workers pin to these PUs".to_string()
         } else {
-            format!("not this machine: logical PUs map round-robin onto real PUs {:?}", real_cpus())
+            format!(
+                "not this machine: logical PUs map round-robin onto real PUs {:?}",
+                real_cpus()
+            )
         }
     );
     for n in topo.nodes() {
-        let os = topo.node_os_index(n.id).map_or(String::new(), |o| format!(" (os node {o})"));
+        let os = topo
+            .node_os_index(n.id)
+            .map_or(String::new(), |o| format!(" (os node {o})"));
         println!("  node {}{os}: PUs {:?}", n.id, n.cpus);
     }
 
     println!(
         "distances ({}):",
-        if topo.has_distance_matrix() { "from the topology" } else { "none in the topology: default 10 local / 20 remote" }
+        if topo.has_distance_matrix() {
+            "from the topology"
+        } else {
+            "none in the topology: default 10 local / 20 remote"
+        }
     );
     print!("  {:>6}", "");
     for b in 0..topo.num_nodes() {
@@ -83,8 +92,14 @@ fn main() -> ExitCode {
     let w = workers.unwrap_or(topo.num_pus());
     match topo.plan_workers(w, strict) {
         Ok(plan) => {
-            println!("plan: {w} worker(s){}", if strict { ", strict" } else { "" });
-            println!("  {:>6} {:>10} {:>8} {:>5}", "worker", "logical_pu", "real_cpu", "node");
+            println!(
+                "plan: {w} worker(s){}",
+                if strict { ", strict" } else { "" }
+            );
+            println!(
+                "  {:>6} {:>10} {:>8} {:>5}",
+                "worker", "logical_pu", "real_cpu", "node"
+            );
             for (i, s) in plan.iter().enumerate() {
                 println!("  {i:>6} {:>10} {:>8} {:>5}", s.logical_pu, s.cpu, s.node);
             }

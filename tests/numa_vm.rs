@@ -34,10 +34,9 @@ enum Mode {
 fn mode(test: &str) -> Option<Mode> {
     match std::env::var(ENV) {
         Ok(v) => {
-            let n: usize = v
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("{ENV}={v:?}: expected the number of NUMA nodes, e.g. {ENV}=4"));
+            let n: usize = v.trim().parse().unwrap_or_else(|_| {
+                panic!("{ENV}={v:?}: expected the number of NUMA nodes, e.g. {ENV}=4")
+            });
             // Requested in-VM mode on the wrong machine must fail, not pass.
             let t = Topology::detect().expect("detect");
             assert_eq!(
@@ -85,7 +84,14 @@ fn numa_vm_default_matrix(n: usize) -> Vec<Vec<u32>> {
 fn sysfs_nodes() -> Vec<usize> {
     let mut v: Vec<usize> = std::fs::read_dir("/sys/devices/system/node")
         .expect("read /sys/devices/system/node")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("node")?
+                .parse()
+                .ok()
+        })
         .collect();
     v.sort_unstable();
     v
@@ -95,7 +101,9 @@ fn sysfs_nodes() -> Vec<usize> {
 fn sysfs_distance_row(os: usize) -> Vec<u32> {
     let p = format!("/sys/devices/system/node/node{os}/distance");
     let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {p}: {e}"));
-    s.split_whitespace().map(|x| x.parse().unwrap_or_else(|_| panic!("{p}: bad value {x:?}"))).collect()
+    s.split_whitespace()
+        .map(|x| x.parse().unwrap_or_else(|_| panic!("{p}: bad value {x:?}")))
+        .collect()
 }
 
 /// CPUs of node `os` from its `cpulist` ("0-3,8,10-11").
@@ -114,50 +122,102 @@ fn sysfs_cpulist(os: usize) -> Vec<usize> {
 
 fn os_indexes(t: &Topology) -> Vec<usize> {
     (0..t.num_nodes())
-        .map(|i| t.node_os_index(i).unwrap_or_else(|| panic!("detected node {i} has no OS index")))
+        .map(|i| {
+            t.node_os_index(i)
+                .unwrap_or_else(|| panic!("detected node {i} has no OS index"))
+        })
         .collect()
 }
 
 #[test]
 fn detect_sees_every_numa_node() {
-    let Some(mode) = mode("detect_sees_every_numa_node") else { return };
+    let Some(mode) = mode("detect_sees_every_numa_node") else {
+        return;
+    };
     let t = Topology::detect().expect("detect");
-    println!("detected: {} nodes, {} PUs, {:?}", t.num_nodes(), t.num_pus(), t.nodes());
+    println!(
+        "detected: {} nodes, {} PUs, {:?}",
+        t.num_nodes(),
+        t.num_pus(),
+        t.nodes()
+    );
     assert!(t.is_this_machine());
     let os = os_indexes(&t);
     // Every kernel node with CPUs is a topology node with the same CPUs.
-    let with_cpus: Vec<usize> = sysfs_nodes().into_iter().filter(|&n| !sysfs_cpulist(n).is_empty()).collect();
-    assert_eq!(os, with_cpus, "topology nodes (by OS index) vs kernel nodes with CPUs");
+    let with_cpus: Vec<usize> = sysfs_nodes()
+        .into_iter()
+        .filter(|&n| !sysfs_cpulist(n).is_empty())
+        .collect();
+    assert_eq!(
+        os, with_cpus,
+        "topology nodes (by OS index) vs kernel nodes with CPUs"
+    );
     for (i, &o) in os.iter().enumerate() {
-        assert_eq!(t.nodes()[i].cpus, sysfs_cpulist(o), "cpus of node {i} (kernel node{o})");
+        assert_eq!(
+            t.nodes()[i].cpus,
+            sysfs_cpulist(o),
+            "cpus of node {i} (kernel node{o})"
+        );
     }
     if let Mode::Vm(n) = mode {
-        assert_eq!(t.num_nodes(), n, "{ENV}={n} but detect() saw {} nodes: {:?}", t.num_nodes(), t.nodes());
+        assert_eq!(
+            t.num_nodes(),
+            n,
+            "{ENV}={n} but detect() saw {} nodes: {:?}",
+            t.num_nodes(),
+            t.nodes()
+        );
         for (i, node) in t.nodes().iter().enumerate() {
-            assert_eq!(node.cpus, vec![i], "numa-vm puts CPU i on node i (1 CPU per node)");
+            assert_eq!(
+                node.cpus,
+                vec![i],
+                "numa-vm puts CPU i on node i (1 CPU per node)"
+            );
         }
     }
 }
 
 #[test]
 fn distance_matrix_equals_the_kernels() {
-    let Some(mode) = mode("distance_matrix_equals_the_kernels") else { return };
+    let Some(mode) = mode("distance_matrix_equals_the_kernels") else {
+        return;
+    };
     let t = Topology::detect().expect("detect");
-    println!("distances: {:?} (has matrix: {})", t.distances(), t.has_distance_matrix());
-    assert!(t.has_distance_matrix(), "multi-node kernel but no hwloc matrix: {}", t.description());
+    println!(
+        "distances: {:?} (has matrix: {})",
+        t.distances(),
+        t.has_distance_matrix()
+    );
+    assert!(
+        t.has_distance_matrix(),
+        "multi-node kernel but no hwloc matrix: {}",
+        t.description()
+    );
     assert_eq!(t.description(), "detected");
     let all = sysfs_nodes();
     let os = os_indexes(&t);
     for (a, &oa) in os.iter().enumerate() {
         let row = sysfs_distance_row(oa);
-        assert_eq!(row.len(), all.len(), "node{oa}/distance has one entry per kernel node");
+        assert_eq!(
+            row.len(),
+            all.len(),
+            "node{oa}/distance has one entry per kernel node"
+        );
         for (b, &ob) in os.iter().enumerate() {
             let col = all.iter().position(|&x| x == ob).unwrap();
-            assert_eq!(t.distance(a, b), row[col], "distance({a},{b}) vs kernel node{oa} -> node{ob}");
+            assert_eq!(
+                t.distance(a, b),
+                row[col],
+                "distance({a},{b}) vs kernel node{oa} -> node{ob}"
+            );
         }
     }
     if let Mode::Vm(n) = mode {
-        assert_eq!(t.distances(), numa_vm_default_matrix(n).as_slice(), "numa-vm's 10/20/30 pattern");
+        assert_eq!(
+            t.distances(),
+            numa_vm_default_matrix(n).as_slice(),
+            "numa-vm's 10/20/30 pattern"
+        );
         // Nearest first, ties by id: on the 10/20/30 line 0-1-2-3.
         if n == 4 {
             assert_eq!(t.nodes_by_distance(0), vec![1, 2, 3]);
@@ -170,7 +230,9 @@ fn distance_matrix_equals_the_kernels() {
 
 #[test]
 fn pinning_a_thread_per_pu_lands_on_that_pu() {
-    let Some(_mode) = mode("pinning_a_thread_per_pu_lands_on_that_pu") else { return };
+    let Some(_mode) = mode("pinning_a_thread_per_pu_lands_on_that_pu") else {
+        return;
+    };
     let t = Topology::detect().expect("detect");
     let plan = t.plan_workers(t.num_pus(), true).expect("plan");
     let os = os_indexes(&t);
@@ -192,8 +254,15 @@ fn pinning_a_thread_per_pu_lands_on_that_pu() {
         .collect();
     for h in handles {
         let (slot, seen) = h.join().expect("pinned thread panicked");
-        println!("worker on logical PU {} node {} cpu {}: sched_getcpu {:?}", slot.logical_pu, slot.node, slot.cpu, seen[0]);
-        assert!(seen.iter().all(|&c| c == Some(slot.cpu)), "pinned to {} but ran on {seen:?}", slot.cpu);
+        println!(
+            "worker on logical PU {} node {} cpu {}: sched_getcpu {:?}",
+            slot.logical_pu, slot.node, slot.cpu, seen[0]
+        );
+        assert!(
+            seen.iter().all(|&c| c == Some(slot.cpu)),
+            "pinned to {} but ran on {seen:?}",
+            slot.cpu
+        );
         assert!(
             sysfs_cpulist(os[slot.node]).contains(&slot.cpu),
             "cpu {} is not on kernel node{} (slot node {})",

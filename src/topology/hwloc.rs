@@ -29,12 +29,10 @@ use super::{check_matrix, NumaNode, Topology, TopologyError, TopologyErrorKind a
 /// The real machine's hwloc topology, or why it could not be built.
 fn real_topology() -> Result<&'static HwTopology, String> {
     static REAL: OnceLock<Result<HwTopology, String>> = OnceLock::new();
-    REAL.get_or_init(|| {
-        match catch_unwind(HwTopology::new) {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err(e)) => Err(format!("hwloc failed to detect this machine: {e}")),
-            Err(_) => Err("hwloc panicked while detecting this machine".to_string()),
-        }
+    REAL.get_or_init(|| match catch_unwind(HwTopology::new) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(format!("hwloc failed to detect this machine: {e}")),
+        Err(_) => Err("hwloc panicked while detecting this machine".to_string()),
     })
     .as_ref()
     .map_err(Clone::clone)
@@ -56,7 +54,10 @@ pub(super) fn detect() -> Result<Topology, TopologyError> {
         Ok(m) => (m, "detected".to_string()),
         // A machine's own matrix we cannot use must not stop the program:
         // fall back to 10/20 and say why in the description.
-        Err(why) => (None, format!("detected (hwloc distance matrix ignored: {why})")),
+        Err(why) => (
+            None,
+            format!("detected (hwloc distance matrix ignored: {why})"),
+        ),
     };
     let t = Topology::from_parts(nodes, node_os, matrix, true, description);
     t.validate()?;
@@ -100,7 +101,13 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
         Err(_) => return Err(invalid("hwloc failed unexpectedly".into())),
     };
     let (nodes, node_os, matrix) = extract(&hw);
-    let t = Topology::from_parts(nodes, node_os, matrix.ok().flatten(), false, format!("synthetic:{desc}"));
+    let t = Topology::from_parts(
+        nodes,
+        node_os,
+        matrix.ok().flatten(),
+        false,
+        format!("synthetic:{desc}"),
+    );
     t.validate()?;
     Ok(t)
 }
@@ -135,7 +142,9 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
     if path.is_dir() {
         return Err(TopologyError::new(
             K::XmlFileUnreadable,
-            format!("`{shown}` is a directory, not an hwloc XML file; give the path of the .xml file"),
+            format!(
+                "`{shown}` is a directory, not an hwloc XML file; give the path of the .xml file"
+            ),
         ));
     }
     let invalid = |why: String| {
@@ -177,7 +186,13 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
 /// Nodes (with PUs), their OS indexes, and the NUMA latency matrix:
 /// `Ok(None)` = the source has none; `Err(why)` = it has one we cannot use.
 #[allow(clippy::type_complexity)]
-fn extract(hw: &HwTopology) -> (Vec<NumaNode>, Vec<Option<usize>>, Result<Option<Vec<Vec<u32>>>, String>) {
+fn extract(
+    hw: &HwTopology,
+) -> (
+    Vec<NumaNode>,
+    Vec<Option<usize>>,
+    Result<Option<Vec<Vec<u32>>>, String>,
+) {
     // hwloc NUMA nodes in logical order, with their cpusets.
     let hw_nodes: Vec<_> = hw.objects_with_type(ObjectType::NUMANode).collect();
     let mut pus: Vec<usize> = hw
@@ -196,11 +211,16 @@ fn extract(hw: &HwTopology) -> (Vec<NumaNode>, Vec<Option<usize>>, Result<Option
         cpus_of[owner].push(p);
     }
     // Keep nodes that have PUs (memory-only nodes cannot host workers).
-    let kept: Vec<usize> = (0..cpus_of.len()).filter(|&i| !cpus_of[i].is_empty()).collect();
+    let kept: Vec<usize> = (0..cpus_of.len())
+        .filter(|&i| !cpus_of[i].is_empty())
+        .collect();
     let nodes: Vec<NumaNode> = kept
         .iter()
         .enumerate()
-        .map(|(id, &i)| NumaNode { id, cpus: cpus_of[i].clone() })
+        .map(|(id, &i)| NumaNode {
+            id,
+            cpus: cpus_of[i].clone(),
+        })
         .collect();
     let node_os: Vec<Option<usize>> = kept
         .iter()
@@ -238,7 +258,8 @@ fn extract(hw: &HwTopology) -> (Vec<NumaNode>, Vec<Option<usize>>, Result<Option
         for (a, &ia) in idx.iter().enumerate() {
             for (b, &ib) in idx.iter().enumerate() {
                 let v = vals[ia * k + ib];
-                m[a][b] = u32::try_from(v).map_err(|_| format!("distance {v} does not fit in u32"))?;
+                m[a][b] =
+                    u32::try_from(v).map_err(|_| format!("distance {v} does not fit in u32"))?;
             }
         }
         check_matrix(&m, n, "hwloc distance matrix").map_err(|e| e.to_string())?;
@@ -284,9 +305,11 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     }
     let mut set = CpuSet::new();
     set.set(cpu);
-    catch_unwind(AssertUnwindSafe(|| hw.bind_cpu(&set, CpuBindingFlags::THREAD)))
-        .map_err(|_| format!("cannot pin thread to cpu {cpu}: hwloc panicked in bind_cpu"))?
-        .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_cpu(THREAD) failed: {e}"))
+    catch_unwind(AssertUnwindSafe(|| {
+        hw.bind_cpu(&set, CpuBindingFlags::THREAD)
+    }))
+    .map_err(|_| format!("cannot pin thread to cpu {cpu}: hwloc panicked in bind_cpu"))?
+    .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_cpu(THREAD) failed: {e}"))
 }
 
 /// The CPU (OS index) the calling thread runs on right now (`sched_getcpu`),

@@ -119,7 +119,13 @@ fn default_matrix(n: usize) -> Vec<Vec<u32>> {
     (0..n)
         .map(|a| {
             (0..n)
-                .map(|b| if a == b { LOCAL_DISTANCE } else { REMOTE_DISTANCE })
+                .map(|b| {
+                    if a == b {
+                        LOCAL_DISTANCE
+                    } else {
+                        REMOTE_DISTANCE
+                    }
+                })
                 .collect()
         })
         .collect()
@@ -173,14 +179,20 @@ pub(crate) fn check_matrix(m: &[Vec<u32>], n: usize, source: &str) -> Result<(),
             ));
         }
     }
-    let asym: Vec<(usize, usize)> = pairs(n).filter(|&(i, j)| i < j && m[i][j] != m[j][i]).collect();
+    let asym: Vec<(usize, usize)> = pairs(n)
+        .filter(|&(i, j)| i < j && m[i][j] != m[j][i])
+        .collect();
     if !asym.is_empty() {
         let detail: Vec<String> = asym
             .iter()
             .take(8)
             .map(|&(i, j)| format!("[{i}][{j}]={} vs [{j}][{i}]={}", m[i][j], m[j][i]))
             .collect();
-        let more = if asym.len() > 8 { format!(" and {} more", asym.len() - 8) } else { String::new() };
+        let more = if asym.len() > 8 {
+            format!(" and {} more", asym.len() - 8)
+        } else {
+            String::new()
+        };
         return Err(TopologyError::new(
             K::AsymmetricDistances,
             format!(
@@ -565,7 +577,11 @@ impl Topology {
     /// assert_eq!(nodes, vec![0, 0, 1, 1, 0, 0]);
     /// assert!(topo.plan_workers(6, true).is_err());
     /// ```
-    pub fn plan_workers(&self, workers: usize, strict: bool) -> Result<Vec<WorkerSlot>, TopologyError> {
+    pub fn plan_workers(
+        &self,
+        workers: usize,
+        strict: bool,
+    ) -> Result<Vec<WorkerSlot>, TopologyError> {
         self.validate()?;
         let pus = self.num_pus();
         if workers == 0 {
@@ -591,13 +607,25 @@ impl Topology {
             .iter()
             .flat_map(|n| n.cpus.iter().map(move |&c| (n.id, c)))
             .collect();
-        let real = if self.this_machine { Vec::new() } else { real_cpus() };
+        let real = if self.this_machine {
+            Vec::new()
+        } else {
+            real_cpus()
+        };
         Ok((0..workers)
             .map(|w| {
                 let l = w % pus;
                 let (node, os_pu) = logical[l];
-                let cpu = if self.this_machine || real.is_empty() { os_pu } else { real[l % real.len()] };
-                WorkerSlot { logical_pu: l, node, cpu }
+                let cpu = if self.this_machine || real.is_empty() {
+                    os_pu
+                } else {
+                    real[l % real.len()]
+                };
+                WorkerSlot {
+                    logical_pu: l,
+                    node,
+                    cpu,
+                }
             })
             .collect())
     }
@@ -639,9 +667,17 @@ impl Topology {
         };
         match form {
             "uniform" => {
-                let (n, p) = rest.split_once(['x', 'X']).ok_or_else(|| bad("lacks the `x` in NxP"))?;
-                let n: usize = n.trim().parse().map_err(|_| bad("has a node count that is not a number"))?;
-                let p: usize = p.trim().parse().map_err(|_| bad("has a PU count that is not a number"))?;
+                let (n, p) = rest
+                    .split_once(['x', 'X'])
+                    .ok_or_else(|| bad("lacks the `x` in NxP"))?;
+                let n: usize = n
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("has a node count that is not a number"))?;
+                let p: usize = p
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("has a PU count that is not a number"))?;
                 Topology::try_uniform(n, p)
             }
             "synthetic" => Topology::synthetic(rest),
@@ -658,7 +694,10 @@ mod tests {
 
     #[test]
     fn default_matrix_is_10_20() {
-        assert_eq!(default_matrix(3), vec![vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]);
+        assert_eq!(
+            default_matrix(3),
+            vec![vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]
+        );
         assert!(default_matrix(0).is_empty());
     }
 
