@@ -12,4 +12,4 @@ mod worker;
 pub use error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
 pub use policy::{Policy, PolicyOptions, StealChunk};
 pub use runtime::{Builder, NodeStats, Runtime, Stats, WorkerStats};
-pub use topology::{NumaNode, Topology, TopologyError};
+pub use topology::{NumaNode, Topology, TopologyError, TopologyErrorKind, WorkerSlot};
