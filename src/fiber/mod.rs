@@ -221,6 +221,11 @@ where
         (None, true) => Some(me.unwrap_or_else(|| shared.sched.place(None, &**shared))),
         (None, false) => None,
     };
+    let work_first = pinned.is_none()
+        && opts.node.is_none()
+        && me.is_some()
+        && shared.sched.options().work_first
+        && current_task().is_some_and(|t| !cannot_suspend(t));
     let target = if let Some(p) = pinned {
         p
     } else if let Some(n) = opts.node {
@@ -228,26 +233,40 @@ where
             .filter(|&w| shared.workers[w].slot.node == n)
             .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
             .expect("checked above that the node has workers")
-    } else if let (true, Some(m)) = (opts.local, me) {
+    } else if let (true, Some(m)) = (opts.local || work_first, me) {
         m
     } else {
         shared.sched.place(me, &**shared)
     };
+    let placed_by_policy = pinned.is_none() && opts.node.is_none() && !(opts.local || work_first);
+    if !placed_by_policy {
+        shared.sched.record_placement(target);
+    }
     let packet = Packet::<T>::new();
     let main: Box<dyn FiberMain + 'a> = Box::new(Main { f: Some(f), packet: packet.clone() });
     // SAFETY: lifetime erasure only; the caller's contract keeps every
     // borrow of `f` alive until the fiber is finished or destroyed.
     let main: Box<dyn FiberMain + 'static> = unsafe { std::mem::transmute(main) };
     let task = Task::new(next_fiber_id(), opts.name, stack_size, pinned, main);
-    task.charged_node.set(shared.node_of(target));
     match me {
         Some(m) => Counters::bump(&shared.workers[m].counters.spawned, 1),
         None => {
             shared.foreign_spawned.fetch_add(1, Relaxed);
         }
     }
-    shared.submit(task.clone(), target);
-    Ok(JoinHandle { packet, task, _p: PhantomData })
+    let handle = JoinHandle { packet, task: task.clone(), _p: PhantomData };
+    if work_first && !opts.local {
+        // Work-first (Cilk): run the child now; this fiber goes to the
+        // deque where thieves may take it.
+        let w = tls::worker_ptr();
+        // SAFETY: `me.is_some()` so this thread runs a live worker of
+        // `shared`; the reference is dropped before we suspend.
+        unsafe { (*w).set_run_next(task) };
+        suspend(Suspend::Handoff);
+    } else {
+        shared.submit(task, target);
+    }
+    Ok(handle)
 }
 
 fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
@@ -485,7 +504,7 @@ fn join_child<T>(h: JoinHandle<T>) -> Result<T, JoinError> {
                         main.run();
                     }
                     t.transition_to_done();
-                    w.shared.sched.fiber_left_node(t.charged_node.get());
+                    w.shared.sched.fiber_left_node(w.shared.node_of(w.index));
                 }
             } else {
                 w.deque.push(t);

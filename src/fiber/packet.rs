@@ -1,7 +1,6 @@
 //! Join state of one fiber: the result slot, the waiter, and the fiber's
 //! main function that fills it.
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -223,12 +222,4 @@ impl<F, T> Drop for Main<F, T> {
             self.packet.complete(Err(JoinError::cancelled()));
         }
     }
-}
-
-/// Payload helper for messages.
-pub(crate) fn payload_str(p: &(dyn Any + Send)) -> &str {
-    p.downcast_ref::<&'static str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
-        .unwrap_or("<non-string panic payload>")
 }

@@ -43,6 +43,9 @@ pub(crate) enum Suspend {
     Yield,
     /// Waiting for an `unpark`.
     Park,
+    /// Work-first spawn: run the child the fiber left in the worker's
+    /// `run_next` slot now, and leave this fiber stealable on the deque.
+    Handoff,
 }
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), DefaultStack>;
@@ -79,8 +82,6 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// `Some(w)`: never migrates off worker `w`.
     pub(crate) pinned: Option<usize>,
-    /// NUMA node the placement policy charged this fiber to.
-    pub(crate) charged_node: Cell<usize>,
     state: AtomicU8,
     /// Set while the shutdown drain destroys this task: the fiber must not
     /// suspend any more.
@@ -120,7 +121,6 @@ impl Task {
             name,
             stack_size,
             pinned,
-            charged_node: Cell::new(0),
             state: AtomicU8::new(QUEUED),
             cancelling: Cell::new(false),
             body: UnsafeCell::new(Body {

@@ -183,14 +183,20 @@ impl Builder {
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
-        let sched = Scheduler::new(self.policy, self.options, worker_node, &topology);
+        // Non-worker spawners may be placed by the node of the CPU they run
+        // on: map each real CPU to the node of the first worker on it.
+        let max_cpu = slots.iter().map(|s| s.cpu).max().unwrap_or(0);
+        let mut cpu_node = vec![None; max_cpu + 1];
+        for s in &slots {
+            cpu_node[s.cpu].get_or_insert(s.node);
+        }
+        let sched = Scheduler::new(self.policy, self.options, worker_node, &topology).with_cpu_node_map(cpu_node);
         let shared = Arc::new(Shared::new(
             workers,
             sched,
             self.steal_chunk,
             self.stack_size,
             topology,
-            self.pin_workers,
         ));
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut threads = Vec::with_capacity(nworkers);

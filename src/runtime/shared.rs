@@ -114,9 +114,6 @@ impl Registry {
     pub(crate) fn any(&self) -> Option<TaskRef> {
         self.shards.iter().find_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().next().cloned())
     }
-    pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len()).sum()
-    }
 }
 
 /// Everything the workers of one runtime share.
@@ -126,7 +123,6 @@ pub(crate) struct Shared {
     pub(crate) chunk: StealChunk,
     pub(crate) default_stack: usize,
     pub(crate) topology: Topology,
-    pub(crate) pin_workers: bool,
     pub(crate) shutdown: AtomicBool,
     pub(crate) draining: AtomicBool,
     pub(crate) num_sleeping: AtomicUsize,
@@ -151,7 +147,6 @@ impl Shared {
         chunk: StealChunk,
         default_stack: usize,
         topology: Topology,
-        pin_workers: bool,
     ) -> Shared {
         Shared {
             workers,
@@ -159,7 +154,6 @@ impl Shared {
             chunk,
             default_stack,
             topology,
-            pin_workers,
             shutdown: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             num_sleeping: AtomicUsize::new(0),
@@ -222,7 +216,10 @@ impl Shared {
             return;
         }
         if !self.draining.load(Relaxed) {
-            if self.local_worker_index().is_some() {
+            if let Some(me) = self.local_worker_index() {
+                // SAFETY: we hold the run permission, so the body is ours.
+                let last = unsafe { task.body().last_worker };
+                self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
                 // SAFETY: as in `submit`.
                 let w = unsafe { &*tls::worker_ptr() };
                 w.deque.push(task);

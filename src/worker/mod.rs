@@ -63,6 +63,10 @@ pub(crate) struct WorkerLocal {
     thief: RefCell<ThiefState>,
     victims: RefCell<Vec<usize>>,
     tick: Cell<u32>,
+    /// Status last told to the policy (busy running fibers, or idle).
+    busy: Cell<bool>,
+    /// A work-first child to run before anything else.
+    run_next: RefCell<Option<TaskRef>>,
 }
 
 impl WorkerLocal {
@@ -79,6 +83,8 @@ impl WorkerLocal {
             thief: RefCell::new(thief),
             victims: RefCell::new(Vec::new()),
             tick: Cell::new(0),
+            busy: Cell::new(false),
+            run_next: RefCell::new(None),
         }
     }
 
@@ -93,6 +99,19 @@ impl WorkerLocal {
         self.timers.borrow_mut().push(Reverse(Timer { deadline, seq, task }));
     }
 
+    /// Work-first spawn: run `task` right after the current fiber suspends.
+    pub(crate) fn set_run_next(&self, task: TaskRef) {
+        let prev = self.run_next.borrow_mut().replace(task);
+        debug_assert!(prev.is_none());
+    }
+
+    fn set_busy(&self, busy: bool) {
+        if self.busy.get() != busy {
+            self.busy.set(busy);
+            self.shared.sched.set_own_status(self.index, &mut self.thief.borrow_mut(), busy);
+        }
+    }
+
     /// The worker's main loop. Returns when the runtime shuts down.
     pub(crate) fn run(&self) {
         let shared = &self.shared;
@@ -102,6 +121,7 @@ impl WorkerLocal {
             }
             self.fire_timers();
             if let Some(t) = self.next_local() {
+                self.set_busy(true);
                 self.run_task(t);
                 continue;
             }
@@ -116,6 +136,9 @@ impl WorkerLocal {
 
     /// Next fiber from this worker's own queues.
     fn next_local(&self) -> Option<TaskRef> {
+        if let Some(t) = self.run_next.borrow_mut().take() {
+            return Some(t);
+        }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         let me = &self.shared.workers[self.index];
@@ -173,9 +196,9 @@ impl WorkerLocal {
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
         }
+        self.set_busy(false);
         let mut thief = self.thief.borrow_mut();
         let mut victims = self.victims.borrow_mut();
-        shared.sched.set_own_status(self.index, &mut thief, false);
         shared.num_searching.fetch_add(1, SeqCst);
         shared.sched.victims(self.index, &mut thief, &mut victims);
         let my_node = shared.node_of(self.index);
@@ -193,6 +216,7 @@ impl WorkerLocal {
                     }
                     Counters::bump(&counters.stolen_fibers, n as u64);
                     shared.sched.record_steal(self.index, &mut thief, v, true);
+                    shared.sched.fiber_moved(shared.node_of(v), my_node, n);
                     found = Some(t);
                     break;
                 }
@@ -204,8 +228,9 @@ impl WorkerLocal {
             }
         }
         shared.num_searching.fetch_sub(1, SeqCst);
+        drop(thief);
         if found.is_some() {
-            shared.sched.set_own_status(self.index, &mut thief, true);
+            self.set_busy(true);
             // We may have taken more than we can run soon: if nobody else
             // is searching, let a sleeper have a go at our deque.
             if !self.deque.is_empty() {
@@ -294,6 +319,13 @@ impl WorkerLocal {
                 task.transition_to_queued_after_yield();
                 self.yielded.borrow_mut().push_back(task);
             }
+            CoroutineResult::Yield(Suspend::Handoff) => {
+                // SAFETY: as above.
+                unsafe { task.body() }.coro = Some(coro);
+                task.transition_to_queued_after_yield();
+                self.deque.push(task);
+                shared.notify_idle();
+            }
             CoroutineResult::Yield(Suspend::Park) => {
                 // SAFETY: as above.
                 let body = unsafe { task.body() };
@@ -317,7 +349,7 @@ impl WorkerLocal {
                 if registered {
                     shared.registry.remove(task.id);
                 }
-                shared.sched.fiber_left_node(task.charged_node.get());
+                shared.sched.fiber_left_node(shared.node_of(self.index));
             }
         }
     }
