@@ -294,6 +294,12 @@ impl Shared {
         }
     }
 
+    /// Some worker is searching for work or asleep (stealing policies only).
+    #[inline]
+    pub(crate) fn has_idle_workers(&self) -> bool {
+        self.sched.steals() && (self.num_sleeping.load(Relaxed) != 0 || self.num_searching.load(Relaxed) != 0)
+    }
+
     pub(crate) fn node_of(&self, w: usize) -> usize {
         self.workers[w].slot.node
     }

@@ -317,7 +317,14 @@ impl WorkerLocal {
                 // SAFETY: still our permission; the fiber is suspended.
                 unsafe { task.body() }.coro = Some(coro);
                 task.transition_to_queued_after_yield();
-                self.yielded.borrow_mut().push_back(task);
+                if task.pinned.is_none() && shared.has_idle_workers() {
+                    // Somebody is idle: requeue where thieves can see it
+                    // (the inbox), not in the private yield queue.
+                    shared.workers[self.index].inbox.push(task);
+                    shared.notify_idle();
+                } else {
+                    self.yielded.borrow_mut().push_back(task);
+                }
             }
             CoroutineResult::Yield(Suspend::Handoff) => {
                 // SAFETY: as above.

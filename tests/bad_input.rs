@@ -1,0 +1,73 @@
+//! Bad input to the runtime gets a typed error that says how to fix it.
+
+use numafiber::{fiber, BuildErrorKind, Runtime, SpawnErrorKind, Topology, TopologyErrorKind};
+
+#[test]
+fn zero_workers() {
+    let e = Runtime::builder().workers(0).topology(Topology::uniform(1, 2)).build().unwrap_err();
+    assert_eq!(e.kind(), &BuildErrorKind::ZeroWorkers);
+    assert!(e.to_string().contains("at least one worker"), "{e}");
+}
+
+#[test]
+fn more_workers_than_pus_with_strict_pinning() {
+    let e = Runtime::builder().workers(5).topology(Topology::uniform(2, 2)).strict_pinning(true).build().unwrap_err();
+    assert_eq!(e.kind(), &BuildErrorKind::TooManyWorkers { workers: 5, pus: 4 });
+    assert!(e.to_string().contains("strict_pinning(false)"), "{e}");
+    // without strict pinning the same request runs, workers sharing PUs
+    let rt = Runtime::builder().workers(5).topology(Topology::uniform(2, 2)).build().unwrap();
+    assert_eq!(rt.block_on(|| 1), 1);
+}
+
+#[test]
+fn stack_below_minimum() {
+    let e = Runtime::builder().stack_size(1024).topology(Topology::uniform(1, 1)).build().unwrap_err();
+    assert!(matches!(e.kind(), BuildErrorKind::StackTooSmall { requested: 1024, .. }));
+    assert!(e.to_string().contains("stack_size"), "{e}");
+    let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+    let e = rt.block_on(|| fiber::Builder::new().stack_size(100).spawn(|| ()).unwrap_err());
+    assert!(matches!(e.kind(), SpawnErrorKind::StackTooSmall { requested: 100, .. }));
+}
+
+#[test]
+fn invalid_topologies_are_build_errors() {
+    let e = Runtime::builder().topology(Topology::uniform(0, 2)).build().unwrap_err();
+    assert!(matches!(e.kind(), BuildErrorKind::Topology(t) if t.kind() == TopologyErrorKind::NoNodes), "{e}");
+    let t = Topology::synthetic("pack:2 bogus:7").unwrap_err();
+    assert_eq!(t.kind(), TopologyErrorKind::InvalidSynthetic);
+    let t = Topology::from_xml_file("/nonexistent/topo.xml").unwrap_err();
+    assert_eq!(t.kind(), TopologyErrorKind::XmlFileUnreadable);
+    let t = Topology::uniform(2, 1).with_distances(vec![vec![10, 20]]).unwrap_err();
+    assert_eq!(t.kind(), TopologyErrorKind::DistanceShape);
+    let t = Topology::uniform(2, 1).with_distances(vec![vec![10, 0], vec![0, 10]]).unwrap_err();
+    assert_eq!(t.kind(), TopologyErrorKind::ZeroDistance);
+}
+
+#[test]
+fn spawn_outside_a_runtime() {
+    let e = fiber::Builder::new().spawn(|| 1).unwrap_err();
+    assert_eq!(e.kind(), &SpawnErrorKind::NoRuntime);
+    assert!(e.to_string().contains("Runtime::spawn"), "{e}");
+    let p = std::panic::catch_unwind(|| fiber::spawn(|| 1)).unwrap_err();
+    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("outside a numafiber runtime"), "{msg}");
+}
+
+#[test]
+fn no_such_worker_or_node() {
+    let rt = Runtime::builder().workers(2).topology(Topology::uniform(2, 1)).build().unwrap();
+    let e = fiber::Builder::new().worker(7).spawn_on(&rt, || ()).unwrap_err();
+    assert_eq!(e.kind(), &SpawnErrorKind::NoSuchWorker { worker: 7, workers: 2 });
+    let e = fiber::Builder::new().node(3).spawn_on(&rt, || ()).unwrap_err();
+    assert!(matches!(e.kind(), SpawnErrorKind::NoSuchNode { node: 3, .. }), "{e}");
+    let on1 = fiber::Builder::new().node(1).spawn_on(&rt, || fiber::current().unwrap().node).unwrap();
+    assert_eq!(on1.join().unwrap(), 1);
+}
+
+#[test]
+fn block_on_inside_a_fiber_panics_with_advice() {
+    let rt = std::sync::Arc::new(Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap());
+    let rt2 = rt.clone();
+    let e = rt.spawn(move || rt2.block_on(|| 1)).join().unwrap_err();
+    assert!(e.panic_message().unwrap().contains("await_fiber"), "{e}");
+}

@@ -1,0 +1,36 @@
+//! An idle runtime parks its workers: it must use under 1 % of a core.
+//! (Alone in its own test binary so no other test's threads add CPU time.)
+
+use std::time::Duration;
+
+use numafiber::{fiber, Policy, Runtime, Topology};
+
+fn cpu_time() -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage into the pointer we pass.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    // SAFETY: initialised by getrusage above.
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[test]
+fn idle_runtime_uses_under_one_percent_of_a_core() {
+    for policy in [Policy::RoundRobin, Policy::RandomSteal, Policy::Nlh] {
+        let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(policy).build().unwrap();
+        // Some work first, then a fiber parked on a long timer: the worker
+        // holding the timer must sleep until it, not poll.
+        rt.block_on(|| (0..1000).map(|i| fiber::spawn(move || i)).map(fiber::await_fiber).sum::<u64>());
+        let _sleeper = rt.spawn(|| fiber::sleep(Duration::from_secs(600)));
+        std::thread::sleep(Duration::from_millis(100));
+        let before = cpu_time();
+        let window = Duration::from_secs(1);
+        std::thread::sleep(window);
+        let used = cpu_time() - before;
+        eprintln!("{policy:?}: idle runtime used {used:?} of CPU in {window:?}");
+        assert!(used < window / 100, "{policy:?}: idle runtime used {used:?} in {window:?} (>= 1 % of a core)");
+        rt.shutdown();
+    }
+}

@@ -1,0 +1,95 @@
+//! Thread-locals and migration: a fiber resumed on another thread must see
+//! the new thread in `fiber::current()`. Meaningful in release builds, where
+//! an inlined thread-local access could keep the old thread's address; CI
+//! runs the test suite with `--release`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use numafiber::{fiber, Policy, Runtime, Topology};
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+#[test]
+fn current_worker_follows_migrations() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::RandomSteal)
+        .build()
+        .unwrap();
+    let tids: HashMap<i32, usize> = rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect();
+    assert_eq!(tids.len(), 2);
+    let tids = Arc::new(tids);
+    let migrations = Arc::new(AtomicUsize::new(0));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..64)
+        .map(|_| {
+            let tids = tids.clone();
+            let migrations = migrations.clone();
+            let checks = checks.clone();
+            rt.spawn(move || {
+                let mut last = fiber::current().unwrap().worker;
+                for i in 0..2_000u32 {
+                    // Yields, short sleeps, and joins of a child: the child is
+                    // placed round-robin, and a parent woken by a child that
+                    // finished on the other worker resumes there.
+                    match i % 4 {
+                        0 => fiber::sleep(std::time::Duration::from_micros(1)),
+                        1 => fiber::await_fiber(fiber::spawn(|| ())),
+                        _ => fiber::yield_now(),
+                    }
+                    let info = fiber::current().unwrap();
+                    let real = tids[&gettid()];
+                    assert_eq!(info.worker, real, "fiber::current() reports worker {} but runs on worker {real}", info.worker);
+                    checks.fetch_add(1, Ordering::Relaxed);
+                    if info.worker != last {
+                        migrations.fetch_add(1, Ordering::Relaxed);
+                        last = info.worker;
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(checks.load(Ordering::Relaxed), 64 * 2_000);
+    let m = migrations.load(Ordering::Relaxed);
+    eprintln!("migrations observed: {m}");
+    assert!(m >= 100, "the test must actually migrate fibers (saw {m} migrations)");
+}
+
+#[test]
+fn pinned_fibers_never_migrate() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::RandomSteal)
+        .build()
+        .unwrap();
+    let tids: HashMap<i32, usize> = rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect();
+    let tids = Arc::new(tids);
+    let hs: Vec<_> = (0..32)
+        .map(|i| {
+            let tids = tids.clone();
+            fiber::Builder::new()
+                .worker(i % 2)
+                .spawn_on(&rt, move || {
+                    for _ in 0..1_000 {
+                        fiber::yield_now();
+                        assert_eq!(tids[&gettid()], i % 2);
+                        assert_eq!(fiber::current().unwrap().worker, i % 2);
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
