@@ -15,7 +15,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-NUMA_VM=${NUMA_VM:-/work/shared/numa-vm/numa-vm.sh}
+NUMA_VM=${NUMA_VM:-$(pwd)/../shared/numa-vm/numa-vm.sh}
 NODES=4
 if [ "${1:-}" = --nodes ]; then NODES=$2; shift 2; fi
 [ $# -gt 0 ] || set -- --test-threads=1 --nocapture

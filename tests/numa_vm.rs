@@ -19,7 +19,8 @@
 use std::io::Write as _;
 
 use numafiber::topology::{current_cpu, pin_current_thread};
-use numafiber::Topology;
+use numafiber::policy::{PolicyOptions, Scheduler};
+use numafiber::{fiber, Policy, Runtime, Topology};
 
 const ENV: &str = "NUMAFIBER_NUMA_VM";
 
@@ -270,5 +271,71 @@ fn pinning_a_thread_per_pu_lands_on_that_pu() {
             os[slot.node],
             slot.node
         );
+    }
+}
+
+/// The runtime on the detected topology: one worker per PU, strictly
+/// pinned; a fiber placed on each worker really runs on that worker's PU,
+/// and the worker's node is the PU's node.
+#[test]
+fn runtime_workers_run_on_their_pus() {
+    let Some(_mode) = mode("runtime_workers_run_on_their_pus") else { return };
+    let topo = Topology::detect().expect("detect");
+    let rt = Runtime::builder()
+        .topology(topo.clone())
+        .policy(Policy::NumaSteal)
+        .strict_pinning(true)
+        .build()
+        .expect("runtime with strict pinning on the detected topology");
+    assert_eq!(rt.workers(), topo.num_pus());
+    let stats = rt.stats();
+    assert!(!stats.mapped_onto_real_pus, "detected topology is this machine");
+    for w in &stats.workers {
+        assert!(w.pinned, "worker {} not pinned", w.worker);
+        let node_of_cpu = topo.nodes().iter().find(|n| n.cpus.contains(&w.cpu)).map(|n| n.id);
+        assert_eq!(node_of_cpu, Some(w.node), "worker {} cpu {} node", w.worker, w.cpu);
+        let want_cpu = w.cpu;
+        let seen: Vec<usize> = fiber::Builder::new()
+            .worker(w.worker)
+            .spawn_on(&rt, || {
+                (0..20)
+                    .map(|_| {
+                        fiber::yield_now();
+                        current_cpu().expect("sched_getcpu")
+                    })
+                    .collect()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(seen.iter().all(|&c| c == want_cpu), "worker {} saw cpus {seen:?}, want {want_cpu}", w.worker);
+        println!("worker {} -> cpu {} (node {}): ok", w.worker, w.cpu, w.node);
+    }
+}
+
+/// The NUMA-aware victim order computed from the detected topology follows
+/// the kernel's distance matrix: own node first, then nearest nodes.
+#[test]
+fn numa_victim_order_follows_the_kernel_matrix() {
+    let Some(_mode) = mode("numa_victim_order_follows_the_kernel_matrix") else { return };
+    let topo = Topology::detect().expect("detect");
+    let slots = topo.plan_workers(topo.num_pus(), true).expect("plan");
+    let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
+    let sched = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), worker_node.clone(), &topo);
+    for thief in 0..slots.len() {
+        let own = worker_node[thief];
+        let mut st = sched.new_thief_state(thief, 7);
+        let mut victims = Vec::new();
+        sched.victims(thief, &mut st, &mut victims);
+        let dists: Vec<u32> = victims.iter().map(|&v| topo.distance(own, worker_node[v])).collect();
+        assert!(dists.windows(2).all(|w| w[0] <= w[1]), "thief {thief}: victim distances {dists:?} not ascending");
+        // Compare with the kernel's own row for this node.
+        let os = topo.node_os_index(own).expect("os index");
+        let row = sysfs_distance_row(os);
+        for &v in &victims {
+            let vos = topo.node_os_index(worker_node[v]).unwrap();
+            assert_eq!(topo.distance(own, worker_node[v]), row[vos]);
+        }
+        println!("thief {thief} (node {own}): victims {victims:?} at distances {dists:?}");
     }
 }
