@@ -11,7 +11,8 @@
 use std::process::ExitCode;
 
 use numafiber::topology::real_cpus;
-use numafiber::Topology;
+use numafiber::topology::current_cpu;
+use numafiber::{fiber, Runtime, Topology};
 
 const USAGE: &str = "usage: numa_map [--topology detect|uniform:NxP|synthetic:DESC|xml:PATH] [--workers N] [--strict]";
 
@@ -103,13 +104,44 @@ fn main() -> ExitCode {
             for (i, s) in plan.iter().enumerate() {
                 println!("  {i:>6} {:>10} {:>8} {:>5}", s.logical_pu, s.cpu, s.node);
             }
-            ExitCode::SUCCESS
+            run_workers(topo, w, strict)
         }
         Err(e) => {
             eprintln!("numa_map: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Start the runtime on the topology and let a fiber on each worker say
+/// where it really runs (`sched_getcpu`).
+fn run_workers(topo: Topology, workers: usize, strict: bool) -> ExitCode {
+    let rt = match Runtime::builder().topology(topo).workers(workers).strict_pinning(strict).build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("numa_map: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let stats = rt.stats();
+    println!("running: {} worker thread(s) started{}", rt.workers(), if stats.mapped_onto_real_pus { " (best-effort pinning: topology is not this machine)" } else { "" });
+    println!("  {:>6} {:>8} {:>5} {:>7} {:>13}", "worker", "real_cpu", "node", "pinned", "sched_getcpu");
+    for w in &stats.workers {
+        let seen = fiber::Builder::new()
+            .worker(w.worker)
+            .spawn_on(&rt, || {
+                fiber::yield_now();
+                current_cpu()
+            })
+            .and_then(|h| Ok(h.join().ok().flatten()));
+        let seen = match seen {
+            Ok(Some(c)) => c.to_string(),
+            _ => "?".into(),
+        };
+        println!("  {:>6} {:>8} {:>5} {:>7} {:>13}", w.worker, w.cpu, w.node, w.pinned, seen);
+    }
+    rt.shutdown();
+    ExitCode::SUCCESS
 }
 
 fn usage(why: &str) -> ExitCode {

@@ -134,6 +134,11 @@ impl<T> Packet<T> {
 
     /// Block until the result is there and take it.
     pub(crate) fn wait(&self) -> Result<T, JoinError> {
+        if self.is_done() {
+            if let Some(r) = self.try_take_or_register(&mut None) {
+                return r;
+            }
+        }
         loop {
             let mut w = Some(Waiter::current());
             if let Some(r) = self.try_take_or_register(&mut w) {

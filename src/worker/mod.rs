@@ -25,6 +25,14 @@ use crate::runtime::shared::{Counters, Shared};
 /// fibers woken from other threads or yielded ones.
 const FAIRNESS_TICKS: u32 = 61;
 
+/// Where the next fiber came from.
+enum Next {
+    /// From a queue: still `QUEUED`, the run permission comes with it.
+    Queued(TaskRef),
+    /// From the private yield queue: already `RUNNING`.
+    Owned(TaskRef),
+}
+
 /// A timer entry: wake `task` at `deadline`.
 pub(crate) struct Timer {
     pub(crate) deadline: Instant,
@@ -120,13 +128,21 @@ impl WorkerLocal {
                 break;
             }
             self.fire_timers();
-            if let Some(t) = self.next_local() {
-                self.set_busy(true);
-                self.run_task(t);
-                continue;
+            match self.next_local() {
+                Some(Next::Queued(t)) => {
+                    self.set_busy(true);
+                    self.run_task(t, false);
+                    continue;
+                }
+                Some(Next::Owned(t)) => {
+                    self.set_busy(true);
+                    self.run_task(t, true);
+                    continue;
+                }
+                None => {}
             }
             if let Some(t) = self.steal() {
-                self.run_task(t);
+                self.run_task(t, false);
                 continue;
             }
             self.park_idle();
@@ -135,34 +151,43 @@ impl WorkerLocal {
     }
 
     /// Next fiber from this worker's own queues.
-    fn next_local(&self) -> Option<TaskRef> {
+    ///
+    /// Fibers in the private yield queue keep the `RUNNING` state (nobody
+    /// but this worker can reach them, and a waker only sets `NOTIFIED`),
+    /// so a yield costs no atomic read-modify-write; those come back as
+    /// `Next::Owned`.
+    fn next_local(&self) -> Option<Next> {
         if let Some(t) = self.run_next.borrow_mut().take() {
-            return Some(t);
+            return Some(Next::Queued(t));
         }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         let me = &self.shared.workers[self.index];
         if tick % FAIRNESS_TICKS == 0 {
             if let Some(t) = steal_one(&me.pinned_inbox).or_else(|| steal_one(&me.inbox)) {
-                return Some(t);
+                return Some(Next::Queued(t));
             }
             if let Some(t) = self.yielded.borrow_mut().pop_front() {
-                return Some(t);
+                return Some(Next::Owned(t));
             }
         }
         if let Some(t) = self.deque.pop() {
-            return Some(t);
+            return Some(Next::Queued(t));
         }
-        if let Some(t) = steal_one(&me.pinned_inbox) {
-            return Some(t);
+        if !me.pinned_inbox.is_empty() {
+            if let Some(t) = steal_one(&me.pinned_inbox) {
+                return Some(Next::Queued(t));
+            }
         }
         // The inbox before the yield queue: a fiber woken from another
         // thread has waited longer than one that just yielded.
-        if let Some(t) = me.inbox.steal_batch_and_pop(&self.deque).success() {
-            return Some(t);
+        if !me.inbox.is_empty() {
+            if let Some(t) = me.inbox.steal_batch_and_pop(&self.deque).success() {
+                return Some(Next::Queued(t));
+            }
         }
         let t = self.yielded.borrow_mut().pop_front();
-        t
+        t.map(Next::Owned)
     }
 
     fn fire_timers(&self) {
@@ -271,72 +296,69 @@ impl WorkerLocal {
         None
     }
 
-    /// Resume `task` until it yields, parks or finishes.
-    fn run_task(&self, task: TaskRef) {
-        if !task.transition_to_running() {
+    /// Resume `task` until it yields, parks or finishes. `owned`: it comes
+    /// from the private yield queue and is still `RUNNING`.
+    fn run_task(&self, task: TaskRef, owned: bool) {
+        if !owned && !task.transition_to_running() {
             return; // cancelled by the shutdown drain
         }
         let shared = &self.shared;
-        // SAFETY: `transition_to_running` gave us the run permission.
-        let body = unsafe { task.body() };
-        body.last_worker = self.index;
-        let mut coro = match body.coro.take() {
-            Some(c) => c,
-            None => {
-                let main = body.entry.take().expect("a queued unstarted fiber has its entry");
-                let stack = match self.stacks.borrow_mut().get(task.stack_size) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        task.transition_to_done();
-                        main.fail(JoinError::no_stack(format!(
-                            "mmap of a {} byte stack failed: {e}",
-                            task.stack_size
-                        )));
-                        Counters::bump(&self.counters().completed, 1);
-                        return;
-                    }
-                };
-                let tp: *const crate::fiber::task::Task = &*task;
-                Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
-                    // SAFETY: the coroutine runs only while its task's run
-                    // permission is held by the resuming worker, and the
-                    // task outlives its coroutine (the coroutine lives in
-                    // the task's body). The yielder lives on this stack for
-                    // the coroutine's whole life.
-                    unsafe { (*(*tp).body_ptr()).yielder = y };
-                    main.run();
-                })
-            }
+        let body = task.body_ptr();
+        // SAFETY: we hold the run permission (from the queue entry or the
+        // private yield queue), so the body is ours. Only the `coro` field
+        // is borrowed mutably across the resume below; the fiber itself
+        // reads the disjoint `yielder` field through the raw pointer.
+        let (slot, entry) = unsafe {
+            (*body).last_worker = self.index;
+            (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
+        if slot.is_none() {
+            let main = entry.take().expect("a queued unstarted fiber has its entry");
+            let stack = match self.stacks.borrow_mut().get(task.stack_size) {
+                Ok(s) => s,
+                Err(e) => {
+                    task.transition_to_done();
+                    main.fail(JoinError::no_stack(format!("mmap of a {} byte stack failed: {e}", task.stack_size)));
+                    return;
+                }
+            };
+            let tp: *const crate::fiber::task::Task = &*task;
+            *slot = Some(Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
+                // SAFETY: the coroutine runs only while its task's run
+                // permission is held by the resuming worker, and the task
+                // outlives its coroutine (the coroutine lives in the task's
+                // body). The yielder lives on this stack for the
+                // coroutine's whole life.
+                unsafe { (*(*tp).body_ptr()).yielder = y };
+                main.run();
+            }));
+        }
+        let coro = slot.as_mut().expect("set above");
         let prev = tls::replace_current_task(&*task);
         let r = coro.resume(());
         tls::replace_current_task(prev);
         Counters::bump(&self.counters().resumes, 1);
         match r {
             CoroutineResult::Yield(Suspend::Yield) => {
-                // SAFETY: still our permission; the fiber is suspended.
-                unsafe { task.body() }.coro = Some(coro);
-                task.transition_to_queued_after_yield();
                 if task.pinned.is_none() && shared.has_idle_workers() {
                     // Somebody is idle: requeue where thieves can see it
                     // (the inbox), not in the private yield queue.
+                    task.transition_to_queued_after_yield();
                     shared.workers[self.index].inbox.push(task);
                     shared.notify_idle();
                 } else {
+                    // Stays RUNNING: see `next_local`.
                     self.yielded.borrow_mut().push_back(task);
                 }
             }
             CoroutineResult::Yield(Suspend::Handoff) => {
-                // SAFETY: as above.
-                unsafe { task.body() }.coro = Some(coro);
                 task.transition_to_queued_after_yield();
                 self.deque.push(task);
                 shared.notify_idle();
             }
             CoroutineResult::Yield(Suspend::Park) => {
-                // SAFETY: as above.
+                // SAFETY: still our permission; the fiber is suspended.
                 let body = unsafe { task.body() };
-                body.coro = Some(coro);
                 if !body.registered {
                     body.registered = true;
                     shared.registry.insert(&task);
@@ -348,6 +370,8 @@ impl WorkerLocal {
                 }
             }
             CoroutineResult::Return(()) => {
+                // SAFETY: as above.
+                let coro = unsafe { task.body() }.coro.take().expect("it just returned");
                 let stack = coro.into_stack();
                 self.stacks.borrow_mut().put(task.stack_size, stack);
                 // SAFETY: as above.
@@ -435,6 +459,7 @@ impl WorkerLocal {
             me.inbox.push(t);
         }
         for t in self.yielded.borrow_mut().drain(..) {
+            t.transition_to_queued_after_yield();
             me.inbox.push(t);
         }
         self.timers.borrow_mut().clear();
