@@ -133,7 +133,7 @@ fn run_workers(topo: Topology, workers: usize, strict: bool) -> ExitCode {
                 fiber::yield_now();
                 current_cpu()
             })
-            .and_then(|h| Ok(h.join().ok().flatten()));
+            .map(|h| h.join().ok().flatten());
         let seen = match seen {
             Ok(Some(c)) => c.to_string(),
             _ => "?".into(),
