@@ -53,6 +53,27 @@ pub(crate) fn park_caller() {
     }
 }
 
+/// Block the caller until woken or until `deadline`; may return early
+/// (spuriously): callers loop on their condition and compare the time.
+pub(crate) fn park_caller_until(deadline: std::time::Instant) {
+    let now = std::time::Instant::now();
+    if now >= deadline {
+        return;
+    }
+    let w = tls::worker_ptr();
+    let t = tls::current_task_ptr();
+    if t.is_null() || w.is_null() {
+        std::thread::park_timeout(deadline - now);
+        return;
+    }
+    if let Some((task, _)) = crate::fiber::current_task_and_shared() {
+        // SAFETY: a non-null WORKER is this thread's live worker; the
+        // reference is not kept across the park below.
+        unsafe { (*w).add_timer(deadline, task) };
+    }
+    crate::fiber::park_current();
+}
+
 pub(crate) struct PacketInner<T> {
     result: Option<Result<T, JoinError>>,
     waiters: Vec<Waiter>,
