@@ -576,7 +576,8 @@ mod plot {
             .filter(|(_, rows)| !rows.is_empty())
             .collect();
         let mut files = Vec::new();
-        let metrics: [(&str, &str, &dyn Fn(&Summary) -> f64); 2] = [
+        type Metric<'a> = (&'a str, &'a str, &'a dyn Fn(&Summary) -> f64);
+        let metrics: [Metric; 2] = [
             ("median execution time", "seconds", &|r: &Summary| r.median_s),
             ("median throughput", "fibers / s", &|r: &Summary| r.throughput),
         ];

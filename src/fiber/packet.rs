@@ -55,6 +55,7 @@ pub(crate) fn park_caller() {
 
 /// Block the caller until woken or until `deadline`; may return early
 /// (spuriously): callers loop on their condition and compare the time.
+#[allow(dead_code)] // used by the sync primitives (issue 5)
 pub(crate) fn park_caller_until(deadline: std::time::Instant) {
     let now = std::time::Instant::now();
     if now >= deadline {
