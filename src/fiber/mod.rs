@@ -667,6 +667,7 @@ struct BuilderOpts {
     node: Option<usize>,
     worker: Option<usize>,
     pinned: bool,
+    local: bool,
 }
 
 impl Builder {
@@ -700,6 +701,23 @@ impl Builder {
         self.opts.pinned = pinned;
         self
     }
+    /// Start on the spawning worker's own deque instead of asking the
+    /// placement policy (thieves may still take it). From a thread that is
+    /// not a worker of the runtime this has no effect.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// let w = fiber::Builder::new().worker(1).spawn_on(&rt, || {
+    ///     // a fiber that nobody steals runs where it was spawned
+    ///     fiber::await_fiber(fiber::Builder::new().local(true).spawn(|| fiber::current().unwrap().worker).unwrap())
+    /// }).unwrap().join().unwrap();
+    /// assert!(w < 2);
+    /// ```
+    pub fn local(mut self, local: bool) -> Builder {
+        self.opts.local = local;
+        self
+    }
 
     fn spawn_opts(&self) -> SpawnOpts {
         SpawnOpts {
@@ -708,7 +726,7 @@ impl Builder {
             node: self.opts.node,
             worker: self.opts.worker,
             pinned: self.opts.pinned,
-            local: false,
+            local: self.opts.local,
         }
     }
 
