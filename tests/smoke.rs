@@ -181,3 +181,77 @@ fn shutdown_cancels_suspended_fibers_and_runs_destructors() {
         assert!(h.join().unwrap_err().is_cancelled());
     }
 }
+
+#[test]
+fn join_reraises_panics_after_both_sides_finish() {
+    let rt = rt(2, Policy::RandomSteal);
+    let other_ran = Arc::new(AtomicUsize::new(0));
+    let o = other_ran.clone();
+    let e = rt
+        .spawn(move || {
+            fiber::join(
+                || panic!("left side"),
+                move || {
+                    fiber::sleep(Duration::from_millis(20));
+                    o.fetch_add(1, Ordering::SeqCst);
+                },
+            )
+        })
+        .join()
+        .unwrap_err();
+    assert_eq!(e.panic_message(), Some("left side"));
+    assert_eq!(other_ran.load(Ordering::SeqCst), 1, "b finished before the panic was re-raised");
+    let e = rt.spawn(|| fiber::join(|| 1, || -> u32 { panic!("right side") })).join().unwrap_err();
+    assert_eq!(e.panic_message(), Some("right side"));
+}
+
+#[test]
+fn join_borrows_and_nests() {
+    let rt = rt(2, Policy::RandomSteal);
+    let v: Vec<u64> = (0..10_000).collect();
+    fn sum(xs: &[u64]) -> u64 {
+        if xs.len() <= 64 {
+            return xs.iter().sum();
+        }
+        let (l, r) = xs.split_at(xs.len() / 2);
+        let (a, b) = fiber::join(|| sum(l), || {
+            fiber::yield_now(); // suspend inside a possibly stolen job
+            sum(r)
+        });
+        a + b
+    }
+    let total = rt.block_on(move || sum(&v));
+    assert_eq!(total, 10_000 * 9_999 / 2);
+}
+
+#[test]
+fn shutdown_with_joins_in_flight_runs_every_destructor_once() {
+    struct D(Arc<AtomicUsize>);
+    impl Drop for D {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for policy in [Policy::RoundRobin, Policy::RandomSteal] {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let rt = rt(2, policy);
+        for _ in 0..20 {
+            let (d1, d2) = (D(drops.clone()), D(drops.clone()));
+            drop(rt.spawn(move || {
+                fiber::join(
+                    move || {
+                        let _d = d1;
+                        fiber::sleep(Duration::from_secs(3600))
+                    },
+                    move || {
+                        let _d = d2;
+                        fiber::sleep(Duration::from_secs(3600))
+                    },
+                )
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        rt.shutdown();
+        assert_eq!(drops.load(Ordering::SeqCst), 40, "{policy:?}");
+    }
+}

@@ -36,6 +36,7 @@
 //! only read through non-inlined accessors, so [`current`] always reports
 //! the worker that is really running the fiber.
 
+pub(crate) mod job;
 pub(crate) mod packet;
 pub(crate) mod stack;
 pub(crate) mod task;
@@ -151,7 +152,7 @@ thread_local! {
 
 /// A process-unique fiber id (ids are handed to threads in blocks).
 #[inline(never)]
-fn next_fiber_id() -> u64 {
+pub(crate) fn next_fiber_id() -> u64 {
     IDS.with(|c| {
         let (n, end) = c.get();
         if n < end {
@@ -446,9 +447,10 @@ pub fn sleep(d: Duration) {
 /// Run `a` and `b` in parallel, possibly, and return both results
 /// (`rayon::join` shape). `b` is offered to thieves on the current
 /// worker's deque while the caller runs `a`; if nobody took it, the caller
-/// runs it inline, without a stack of its own. Both closures may borrow
-/// from the caller. Outside a fiber both run sequentially on the caller.
-/// A panic in either is re-raised after both have finished.
+/// runs it inline, without a fiber or a stack of its own (no allocation).
+/// A stolen `b` runs as a fiber on the thief. Both closures may borrow from
+/// the caller. Outside a fiber both run sequentially on the caller. A panic
+/// in either is re-raised after both have finished.
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -467,19 +469,43 @@ where
     RA: Send,
     RB: Send,
 {
-    let Some(shared) = current_shared().filter(|_| current_task().is_some()) else {
+    let w = tls::worker_ptr();
+    if w.is_null() || current_task().is_none_or(cannot_suspend) {
         return (a(), b());
-    };
-    let opts = SpawnOpts { local: true, ..SpawnOpts::default() };
-    // SAFETY: `hb` is waited for (or destroyed, during shutdown) by
-    // `join_child` below on every path: `a`'s panic is caught first.
-    let hb = match unsafe { spawn_unchecked(&shared, b, opts) } {
-        Ok(h) => h,
-        Err(e) => panic!("{e}"),
-    };
-    drop(shared);
+    }
+    let job = job::StackJob::new(b);
+    let jref = job.as_job_ref();
+    // SAFETY: this thread's live worker; not kept across `a`.
+    unsafe {
+        (*w).deque.push(job::Runnable::Job(jref));
+        (*w).shared.notify_idle();
+    }
     let ra = catch_unwind(AssertUnwindSafe(a));
-    let rb = join_child(hb);
+    // `a` may have suspended: we may be on another worker now (TLS re-read).
+    let w = tls::worker_ptr();
+    let mut mine = false;
+    if !w.is_null() {
+        // SAFETY: as above.
+        let w = unsafe { &*w };
+        match w.deque.pop() {
+            Some(job::Runnable::Job(j)) if j == jref => mine = true,
+            Some(other) => w.deque.push(other),
+            None => {}
+        }
+    }
+    let rb = if mine {
+        job.run_inline()
+    } else {
+        if current_is_cancelling() && !job.is_done() {
+            // Shutdown drain: queued jobs were cancelled before any parked
+            // fiber is destroyed, so the job is running in a fiber of its
+            // own (parked too). Destroy it so the latch gets set.
+            if let (Some(t), Some(shared)) = (job.runner(), current_shared_for_drain()) {
+                crate::runtime::destroy(&shared, &t);
+            }
+        }
+        job.wait()
+    };
     match (ra, rb) {
         (Ok(ra), Ok(rb)) => (ra, rb),
         (Err(p), _) => resume_unwind(p),
@@ -487,40 +513,12 @@ where
     }
 }
 
-/// Wait for a child that borrows from our frame: run it inline if it is
-/// still on top of our deque, destroy it if we are being cancelled, else
-/// park until it finishes.
-fn join_child<T>(h: JoinHandle<T>) -> Result<T, JoinError> {
-    let w = tls::worker_ptr();
-    if !w.is_null() {
-        // SAFETY: this thread's live worker; no suspension while used.
-        let w = unsafe { &*w };
-        if let Some(t) = w.deque.pop() {
-            if Arc::ptr_eq(&t, &h.task) {
-                if t.transition_to_running() {
-                    // SAFETY: we took the run permission.
-                    let main = unsafe { t.body() }.entry.take();
-                    if let Some(main) = main {
-                        main.run();
-                    }
-                    t.transition_to_done();
-                    w.shared.sched.fiber_left_node(w.shared.node_of(w.index));
-                }
-            } else {
-                w.deque.push(t);
-            }
-        }
-    }
-    wait_child(&h.task, &*h.packet);
-    h.packet.wait()
-}
-
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
 fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     while !packet.is_done() {
         if current_is_cancelling() {
-            if let Some(shared) = current_shared_for_drain(task) {
+            if let Some(shared) = current_shared_for_drain() {
                 crate::runtime::destroy(&shared, task);
             }
             if !packet.is_done() {
@@ -539,7 +537,7 @@ fn wait_child(task: &TaskRef, packet: &dyn Completion) {
 /// During the drain there is no worker on this thread; the registry that a
 /// destroyed child must leave is reached through the draining runtime,
 /// which `destroy` only needs for bookkeeping.
-fn current_shared_for_drain(_task: &TaskRef) -> Option<Arc<Shared>> {
+fn current_shared_for_drain() -> Option<Arc<Shared>> {
     DRAINING.with(|d| d.borrow().clone())
 }
 

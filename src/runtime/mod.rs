@@ -39,6 +39,7 @@ use crossbeam_deque::Worker as Deque;
 
 use crate::error::{BuildError, BuildErrorKind};
 use crate::fiber::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+use crate::fiber::job::Runnable;
 use crate::fiber::task::TaskRef;
 use crate::fiber::JoinHandle;
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
@@ -165,7 +166,7 @@ impl Builder {
             }));
         }
         let slots = topology.plan_workers(nworkers, strict)?;
-        let deques: Vec<Deque<TaskRef>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
+        let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
         let workers: Box<[WorkerShared]> = deques
             .iter()
             .enumerate()
@@ -239,7 +240,7 @@ impl Builder {
 fn worker_main(
     i: usize,
     shared: Arc<Shared>,
-    deque: Deque<TaskRef>,
+    deque: Deque<Runnable>,
     pin: bool,
     tx: mpsc::Sender<(usize, Result<(), String>)>,
 ) {
@@ -417,10 +418,19 @@ impl Runtime {
         loop {
             let mut progressed = false;
             for w in shared.workers.iter() {
-                for q in [&w.pinned_inbox, &w.inbox] {
-                    while let Some(t) = worker::drain_one(q) {
-                        progressed = true;
-                        destroy(shared, &t);
+                while let Some(t) = worker::drain_one(&w.pinned_inbox) {
+                    progressed = true;
+                    destroy(shared, &t);
+                }
+                while let Some(r) = worker::drain_one(&w.inbox) {
+                    progressed = true;
+                    match r {
+                        Runnable::Task(t) => {
+                            destroy(shared, &t);
+                        }
+                        // SAFETY: we consumed the only JobRef to it; its
+                        // owner is parked waiting for the latch.
+                        Runnable::Job(j) => unsafe { j.cancel() },
                     }
                 }
             }

@@ -35,6 +35,7 @@ use std::thread::Thread;
 
 use crossbeam_deque::{Injector, Stealer};
 
+use crate::fiber::job::Runnable;
 use crate::fiber::task::TaskRef;
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
 use crate::topology::{Topology, WorkerSlot};
@@ -67,9 +68,9 @@ impl Counters {
 pub(crate) struct WorkerShared {
     pub(crate) index: usize,
     pub(crate) slot: WorkerSlot,
-    pub(crate) stealer: Stealer<TaskRef>,
+    pub(crate) stealer: Stealer<Runnable>,
     /// Fibers placed here by other threads, and fibers woken by them.
-    pub(crate) inbox: Injector<TaskRef>,
+    pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
     pub(crate) pinned_inbox: Injector<TaskRef>,
     pub(crate) sleeping: AtomicBool,
@@ -191,12 +192,12 @@ impl Shared {
                 // a worker of this runtime; the pointer is valid for the
                 // duration of this call (no suspension in between).
                 let w = unsafe { &*tls::worker_ptr() };
-                w.deque.push(task);
+                w.deque.push(Runnable::Task(task));
                 self.notify_idle();
                 return;
             }
         }
-        self.workers[target].inbox.push(task);
+        self.workers[target].inbox.push(Runnable::Task(task));
         self.notify_worker(target);
     }
 
@@ -222,14 +223,14 @@ impl Shared {
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
                 // SAFETY: as in `submit`.
                 let w = unsafe { &*tls::worker_ptr() };
-                w.deque.push(task);
+                w.deque.push(Runnable::Task(task));
                 self.notify_idle();
                 return;
             }
         }
         // SAFETY: we hold the run permission, so reading the body is ours.
         let last = unsafe { task.body().last_worker };
-        self.workers[last].inbox.push(task);
+        self.workers[last].inbox.push(Runnable::Task(task));
         self.notify_worker(last);
     }
 

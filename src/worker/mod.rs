@@ -16,7 +16,8 @@ use crossbeam_deque::{Steal, Worker as Deque};
 
 use crate::error::JoinError;
 use crate::fiber::stack::StackPool;
-use crate::fiber::task::{Suspend, TaskRef};
+use crate::fiber::job::{JobMain, JobRef, Runnable};
+use crate::fiber::task::{Suspend, Task, TaskRef};
 use crate::policy::ThiefState;
 use crate::runtime::shared::{Counters, Shared};
 
@@ -27,8 +28,9 @@ const FAIRNESS_TICKS: u32 = 61;
 
 /// Where the next fiber came from.
 enum Next {
-    /// From a queue: still `QUEUED`, the run permission comes with it.
-    Queued(TaskRef),
+    /// From a queue: a fiber still `QUEUED` (the run permission comes
+    /// with it), or a stolen fork-join job.
+    Queued(Runnable),
     /// From the private yield queue: already `RUNNING`.
     Owned(TaskRef),
 }
@@ -63,7 +65,7 @@ impl Ord for Timer {
 pub(crate) struct WorkerLocal {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) deque: Deque<TaskRef>,
+    pub(crate) deque: Deque<Runnable>,
     yielded: RefCell<VecDeque<TaskRef>>,
     stacks: RefCell<StackPool>,
     timers: RefCell<BinaryHeap<Reverse<Timer>>>,
@@ -78,7 +80,7 @@ pub(crate) struct WorkerLocal {
 }
 
 impl WorkerLocal {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<TaskRef>) -> WorkerLocal {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>) -> WorkerLocal {
         let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
         WorkerLocal {
             index,
@@ -129,9 +131,9 @@ impl WorkerLocal {
             }
             self.fire_timers();
             match self.next_local() {
-                Some(Next::Queued(t)) => {
+                Some(Next::Queued(r)) => {
                     self.set_busy(true);
-                    self.run_task(t, false);
+                    self.run_runnable(r);
                     continue;
                 }
                 Some(Next::Owned(t)) => {
@@ -141,8 +143,8 @@ impl WorkerLocal {
                 }
                 None => {}
             }
-            if let Some(t) = self.steal() {
-                self.run_task(t, false);
+            if let Some(r) = self.steal() {
+                self.run_runnable(r);
                 continue;
             }
             self.park_idle();
@@ -158,14 +160,17 @@ impl WorkerLocal {
     /// `Next::Owned`.
     fn next_local(&self) -> Option<Next> {
         if let Some(t) = self.run_next.borrow_mut().take() {
-            return Some(Next::Queued(t));
+            return Some(Next::Queued(Runnable::Task(t)));
         }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         let me = &self.shared.workers[self.index];
         if tick % FAIRNESS_TICKS == 0 {
-            if let Some(t) = steal_one(&me.pinned_inbox).or_else(|| steal_one(&me.inbox)) {
-                return Some(Next::Queued(t));
+            if let Some(t) = steal_one(&me.pinned_inbox) {
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+            if let Some(r) = steal_one(&me.inbox) {
+                return Some(Next::Queued(r));
             }
             if let Some(t) = self.yielded.borrow_mut().pop_front() {
                 return Some(Next::Owned(t));
@@ -176,7 +181,7 @@ impl WorkerLocal {
         }
         if !me.pinned_inbox.is_empty() {
             if let Some(t) = steal_one(&me.pinned_inbox) {
-                return Some(Next::Queued(t));
+                return Some(Next::Queued(Runnable::Task(t)));
             }
         }
         // The inbox before the yield queue: a fiber woken from another
@@ -216,7 +221,7 @@ impl WorkerLocal {
 
     /// Try the policy's victims in order; steal a chunk from the first that
     /// has work, keep one to run.
-    fn steal(&self) -> Option<TaskRef> {
+    fn steal(&self) -> Option<Runnable> {
         let shared = &self.shared;
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
@@ -266,7 +271,7 @@ impl WorkerLocal {
     }
 
     /// Steal a chunk from worker `v`'s deque, else from its inbox.
-    fn steal_from(&self, v: usize) -> Option<(TaskRef, usize)> {
+    fn steal_from(&self, v: usize) -> Option<(Runnable, usize)> {
         let vs = &self.shared.workers[v];
         let before = self.deque.len();
         for _ in 0..4 {
@@ -294,6 +299,26 @@ impl WorkerLocal {
             }
         }
         None
+    }
+
+    fn run_runnable(&self, r: Runnable) {
+        match r {
+            Runnable::Task(t) => self.run_task(t, false),
+            Runnable::Job(j) => {
+                let t = self.job_task(j);
+                self.run_task(t, false)
+            }
+        }
+    }
+
+    /// A fork-join job left this worker's hands (stolen, or its owner
+    /// migrated): run it as a fiber of its own.
+    fn job_task(&self, j: JobRef) -> TaskRef {
+        let t = Task::new(crate::fiber::next_fiber_id(), None, self.shared.default_stack, None, Box::new(JobMain::new(j)));
+        // SAFETY: we consumed the JobRef from a queue.
+        unsafe { j.set_runner(t.clone()) };
+        Counters::bump(&self.counters().spawned, 1);
+        t
     }
 
     /// Resume `task` until it yields, parks or finishes. `owned`: it comes
@@ -344,7 +369,7 @@ impl WorkerLocal {
                     // Somebody is idle: requeue where thieves can see it
                     // (the inbox), not in the private yield queue.
                     task.transition_to_queued_after_yield();
-                    shared.workers[self.index].inbox.push(task);
+                    shared.workers[self.index].inbox.push(Runnable::Task(task));
                     shared.notify_idle();
                 } else {
                     // Stays RUNNING: see `next_local`.
@@ -353,7 +378,7 @@ impl WorkerLocal {
             }
             CoroutineResult::Yield(Suspend::Handoff) => {
                 task.transition_to_queued_after_yield();
-                self.deque.push(task);
+                self.deque.push(Runnable::Task(task));
                 shared.notify_idle();
             }
             CoroutineResult::Yield(Suspend::Park) => {
@@ -366,7 +391,7 @@ impl WorkerLocal {
                 Counters::bump(&self.counters().parks, 1);
                 if !task.transition_to_parked() {
                     // A wake-up raced with the suspension: run it again.
-                    self.deque.push(task);
+                    self.deque.push(Runnable::Task(task));
                 }
             }
             CoroutineResult::Return(()) => {
@@ -460,7 +485,10 @@ impl WorkerLocal {
         }
         for t in self.yielded.borrow_mut().drain(..) {
             t.transition_to_queued_after_yield();
-            me.inbox.push(t);
+            me.inbox.push(Runnable::Task(t));
+        }
+        if let Some(t) = self.run_next.borrow_mut().take() {
+            me.inbox.push(Runnable::Task(t));
         }
         self.timers.borrow_mut().clear();
         let stacks = self.stacks.borrow();
@@ -468,7 +496,7 @@ impl WorkerLocal {
     }
 }
 
-fn steal_one(q: &crossbeam_deque::Injector<TaskRef>) -> Option<TaskRef> {
+fn steal_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
     loop {
         match q.steal() {
             Steal::Success(t) => return Some(t),
@@ -479,6 +507,6 @@ fn steal_one(q: &crossbeam_deque::Injector<TaskRef>) -> Option<TaskRef> {
 }
 
 /// Pop anything from an injector (shutdown drain).
-pub(crate) fn drain_one(q: &crossbeam_deque::Injector<TaskRef>) -> Option<TaskRef> {
+pub(crate) fn drain_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
     steal_one(q)
 }
