@@ -9,21 +9,30 @@
 //! may: 2 workers, 16 KiB stacks (`set_stack_size(2048)` words), `go!` +
 //! `join`.
 //!
-//! Peak RSS: before the criterion runs, each runtime runs skynet once after
-//! resetting the kernel's high-water mark (`echo 5 > /proc/self/clear_refs`)
-//! and the bench prints `VmHWM` (peak) and the `VmRSS` before the run to
-//! stderr.
+//! Peak RSS: before the criterion runs, the bench re-executes itself once per
+//! variant (`SKYNET_PROBE=<variant>`, `RUST_BACKTRACE=0`) and each child runs
+//! skynet once and prints a `skynet-probe` line to stderr: one-run time,
+//! `VmRSS` at start and `VmHWM` (peak RSS of that fresh process). A variant
+//! whose probe fails (crash, exhausted `vm.max_map_count`) is reported as
+//! FAILED and left out of the criterion group.
 //!
 //! Run: `cargo bench --bench skynet`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use numafiber::{fiber, Policy, Runtime, Topology};
 
 const LEAVES: u64 = 1_000_000;
-const EXPECTED: u64 = LEAVES * (LEAVES - 1) / 2;
+/// A smaller tree (111,111 fibers) on which peers that cannot do 1M run.
+const SMALL: u64 = 100_000;
+/// Small enough (11,111 coroutines) for may's stack-per-spawn to fit under
+/// `vm.max_map_count`.
+const TINY: u64 = 10_000;
+const fn expected(leaves: u64) -> u64 {
+    leaves * (leaves - 1) / 2
+}
 const STACK: usize = 16 * 1024;
 
 fn skynet_fiber(num: u64, size: u64) -> u64 {
@@ -53,46 +62,101 @@ fn status_kib(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Run `f` once with the peak-RSS counter reset, print time and memory.
-fn report_rss(name: &str, f: impl FnOnce() -> u64) {
-    let before = status_kib("VmRSS:");
-    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-    let t0 = Instant::now();
-    let r = f();
-    let t = t0.elapsed();
-    assert_eq!(r, EXPECTED);
-    let hwm = status_kib("VmHWM:");
-    let after = status_kib("VmRSS:");
-    eprintln!(
-        "skynet-rss {name}: one run {:.1} ms; VmRSS before {before} KiB, VmHWM during run {hwm} KiB \
-         (peak delta {} KiB{}), VmRSS after {after} KiB",
-        t.as_secs_f64() * 1e3,
-        hwm.saturating_sub(before),
-        if reset { "" } else { ", HWM NOT reset: clear_refs failed" },
-    );
-}
-
-fn skynet(c: &mut Criterion) {
-    may::config().set_workers(2).set_stack_size(STACK / std::mem::size_of::<usize>());
-    let rt = Runtime::builder()
-        .workers(2)
+fn numafiber_rt(workers: usize) -> Runtime {
+    Runtime::builder()
+        .workers(workers)
         .topology(Topology::uniform(1, 2))
         .policy(Policy::RandomSteal)
         .stack_size(STACK)
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
 
-    // numafiber first (may's runtime has not started yet, so its threads and
-    // pools are not in the numbers).
-    report_rss("numafiber", || rt.block_on(|| skynet_fiber(0, LEAVES)));
-    report_rss("may", || may::go!(|| skynet_may(0, LEAVES)).join().unwrap());
+/// Child-process mode (`SKYNET_PROBE=<variant>`): build the runtime, run
+/// skynet once, print one `skynet-probe` line with the time and the memory
+/// high-water mark of this fresh process, exit.
+fn probe_child(probe: &str) -> ! {
+    let (variant, leaves) = probe.split_once('@').expect("variant@leaves");
+    let leaves: u64 = leaves.parse().expect("leaves");
+    let base = status_kib("VmRSS:");
+    let t0 = Instant::now();
+    let r = match variant {
+        "numafiber_1w" => numafiber_rt(1).block_on(move || skynet_fiber(0, leaves)),
+        "numafiber_2w" => numafiber_rt(2).block_on(move || skynet_fiber(0, leaves)),
+        "may_1w" | "may_2w" => {
+            let w = if variant == "may_1w" { 1 } else { 2 };
+            may::config().set_workers(w).set_stack_size(STACK / std::mem::size_of::<usize>());
+            may::go!(move || skynet_may(0, leaves)).join().unwrap()
+        }
+        v => panic!("unknown variant {v}"),
+    };
+    let t = t0.elapsed();
+    assert_eq!(r, expected(leaves));
+    println!(
+        "skynet-probe {probe}: OK one run {:.1} ms, VmRSS at start {base} KiB, VmHWM {} KiB",
+        t.as_secs_f64() * 1e3,
+        status_kib("VmHWM:"),
+    );
+    std::process::exit(0);
+}
 
-    let mut g = c.benchmark_group("skynet_1M");
-    g.bench_function("numafiber", |b| b.iter(|| black_box(rt.block_on(|| skynet_fiber(0, black_box(LEAVES))))));
-    g.bench_function("may", |b| {
-        b.iter(|| black_box(may::go!(|| skynet_may(0, black_box(LEAVES))).join().unwrap()))
-    });
-    g.finish();
+/// Run one variant in a fresh child process (so a crash or an exhausted
+/// `vm.max_map_count` does not take the whole bench down, and VmHWM is that
+/// variant's own peak). Returns whether it succeeded.
+fn probe(variant: &str, leaves: u64) -> bool {
+    let variant = format!("{variant}@{leaves}");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .env("SKYNET_PROBE", &variant)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("spawn probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match stdout.lines().find(|l| l.starts_with("skynet-probe")) {
+        Some(l) if out.status.success() => {
+            eprintln!("{l}");
+            true
+        }
+        _ => {
+            let why = stderr.lines().filter(|l| !l.trim().is_empty()).take(3).collect::<Vec<_>>().join(" | ");
+            eprintln!("skynet-probe {variant}: FAILED ({}): {why}", out.status);
+            false
+        }
+    }
+}
+
+fn skynet(c: &mut Criterion) {
+    const VARIANTS: [&str; 4] = ["numafiber_1w", "numafiber_2w", "may_1w", "may_2w"];
+    for (label, leaves) in [("skynet_1M", LEAVES), ("skynet_100k", SMALL), ("skynet_10k", TINY)] {
+        let ok: Vec<&str> = VARIANTS.iter().copied().filter(|v| probe(v, leaves)).collect();
+        let mut g = c.benchmark_group(label);
+        for w in [1, 2] {
+            let name = format!("numafiber_{w}w");
+            if ok.contains(&name.as_str()) {
+                let rt = numafiber_rt(w);
+                g.bench_function(&name, |b| {
+                    b.iter(|| black_box(rt.block_on(move || skynet_fiber(0, black_box(leaves)))))
+                });
+            }
+        }
+        // may's worker count is process-global and fixed at its first use:
+        // the in-process measurement uses 2 workers (1 worker: probe line).
+        if ok.contains(&"may_2w") {
+            may::config().set_workers(2).set_stack_size(STACK / std::mem::size_of::<usize>());
+            g.bench_function("may_2w", |b| {
+                b.iter(|| black_box(may::go!(move || skynet_may(0, black_box(leaves))).join().unwrap()))
+            });
+        }
+        g.finish();
+    }
+}
+
+fn main() {
+    if let Ok(v) = std::env::var("SKYNET_PROBE") {
+        probe_child(&v);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
 }
 
 criterion_group! {
@@ -103,4 +167,3 @@ criterion_group! {
         .measurement_time(Duration::from_secs(15));
     targets = skynet
 }
-criterion_main!(benches);
