@@ -5,6 +5,9 @@
 //! `yield_count raw N`: one corosensei coroutine, N resume+suspend round
 //! trips from the main thread.
 //! `yield_count spawn N`: N times spawn + join of an empty fiber on one worker.
+//! `yield_count join N`: fork-join fib(N) with `fiber::join`, no cutoff, one
+//! worker (fib(N) performs F(N+1) - 1 joins).
+//! `yield_count rayon_join N`: the same with `rayon::join` on a 1-thread pool.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -65,6 +68,33 @@ fn main() {
                 println!("numafiber: {n} spawn+join on one worker");
             }
         }
-        m => panic!("unknown mode {m}: use raw | numafiber | spawn"),
+        "join" => {
+            fn fib(n: u64) -> u64 {
+                if n < 2 {
+                    return n;
+                }
+                let (a, b) = fiber::join(|| fib(n - 1), || fib(n - 2));
+                a + b
+            }
+            let rt = Runtime::builder()
+                .workers(1)
+                .topology(Topology::uniform(1, 2))
+                .policy(Policy::RandomSteal)
+                .build()
+                .expect("runtime");
+            println!("fiber::join fib({n}) = {}", rt.block_on(move || fib(black_box(n))));
+        }
+        "rayon_join" => {
+            fn fib(n: u64) -> u64 {
+                if n < 2 {
+                    return n;
+                }
+                let (a, b) = rayon::join(|| fib(n - 1), || fib(n - 2));
+                a + b
+            }
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+            println!("rayon::join fib({n}) = {}", pool.install(|| fib(black_box(n))));
+        }
+        m => panic!("unknown mode {m}: use raw | numafiber | spawn | join | rayon_join"),
     }
 }
