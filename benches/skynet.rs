@@ -2,11 +2,13 @@
 //! inner fiber spawns its 10 children and sums their results, leaves return
 //! their index. Expected sum: 499,999,500,000.
 //!
-//! numafiber: 2 workers, `Policy::RandomSteal` (the other thesis policies are
-//! stubs with the same behaviour for now), 16 KiB fiber stacks
-//! (`Runtime::builder().stack_size(16 * 1024)`), children spawned with
+//! numafiber: 1 or 2 workers, `Policy::RandomSteal` (round-robin placement,
+//! as the thesis' baselines) and, as `_wf`, the same with work-first
+//! spawning (`PolicyOptions::work_first`: the child runs at once, the parent
+//! stays stealable, so the tree unfolds depth-first like Cilk). 32 KiB fiber
+//! stacks (the minimum, `fiber::MIN_STACK_SIZE`), children spawned with
 //! `fiber::spawn` and collected with `fiber::await_fiber`.
-//! may: 2 workers, 16 KiB stacks (`set_stack_size(2048)` words), `go!` +
+//! may: 2 workers, 32 KiB stacks (`set_stack_size(4096)` words), `go!` +
 //! `join`.
 //!
 //! Peak RSS: before the criterion runs, the bench re-executes itself once per
@@ -22,7 +24,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use numafiber::{fiber, Policy, Runtime, Topology};
+use numafiber::{fiber, Policy, PolicyOptions, Runtime, Topology};
 
 const LEAVES: u64 = 1_000_000;
 /// A smaller tree (111,111 fibers) on which peers that cannot do 1M run.
@@ -33,7 +35,7 @@ const TINY: u64 = 10_000;
 const fn expected(leaves: u64) -> u64 {
     leaves * (leaves - 1) / 2
 }
-const STACK: usize = 16 * 1024;
+const STACK: usize = 32 * 1024;
 
 fn skynet_fiber(num: u64, size: u64) -> u64 {
     if size == 1 {
@@ -62,11 +64,12 @@ fn status_kib(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn numafiber_rt(workers: usize) -> Runtime {
+fn numafiber_rt(workers: usize, work_first: bool) -> Runtime {
     Runtime::builder()
         .workers(workers)
         .topology(Topology::uniform(1, 2))
         .policy(Policy::RandomSteal)
+        .policy_options(PolicyOptions { work_first, ..PolicyOptions::default() })
         .stack_size(STACK)
         .build()
         .expect("runtime")
@@ -81,8 +84,9 @@ fn probe_child(probe: &str) -> ! {
     let base = status_kib("VmRSS:");
     let t0 = Instant::now();
     let r = match variant {
-        "numafiber_1w" => numafiber_rt(1).block_on(move || skynet_fiber(0, leaves)),
-        "numafiber_2w" => numafiber_rt(2).block_on(move || skynet_fiber(0, leaves)),
+        "numafiber_1w" => numafiber_rt(1, false).block_on(move || skynet_fiber(0, leaves)),
+        "numafiber_2w" => numafiber_rt(2, false).block_on(move || skynet_fiber(0, leaves)),
+        "numafiber_2w_wf" => numafiber_rt(2, true).block_on(move || skynet_fiber(0, leaves)),
         "may_1w" | "may_2w" => {
             let w = if variant == "may_1w" { 1 } else { 2 };
             may::config().set_workers(w).set_stack_size(STACK / std::mem::size_of::<usize>());
@@ -126,14 +130,14 @@ fn probe(variant: &str, leaves: u64) -> bool {
 }
 
 fn skynet(c: &mut Criterion) {
-    const VARIANTS: [&str; 4] = ["numafiber_1w", "numafiber_2w", "may_1w", "may_2w"];
+    const VARIANTS: [&str; 5] = ["numafiber_1w", "numafiber_2w", "numafiber_2w_wf", "may_1w", "may_2w"];
     for (label, leaves) in [("skynet_1M", LEAVES), ("skynet_100k", SMALL), ("skynet_10k", TINY)] {
         let ok: Vec<&str> = VARIANTS.iter().copied().filter(|v| probe(v, leaves)).collect();
         let mut g = c.benchmark_group(label);
-        for w in [1, 2] {
-            let name = format!("numafiber_{w}w");
+        for (w, wf) in [(1, false), (2, false), (2, true)] {
+            let name = format!("numafiber_{w}w{}", if wf { "_wf" } else { "" });
             if ok.contains(&name.as_str()) {
-                let rt = numafiber_rt(w);
+                let rt = numafiber_rt(w, wf);
                 g.bench_function(&name, |b| {
                     b.iter(|| black_box(rt.block_on(move || skynet_fiber(0, black_box(leaves)))))
                 });

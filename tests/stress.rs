@@ -19,7 +19,7 @@ fn million_fibers_with_random_yields_each_result_once() {
         .workers(2)
         .topology(Topology::uniform(1, 2))
         .policy(Policy::RandomSteal)
-        .stack_size(16 * 1024)
+        .stack_size(numafiber::fiber::MIN_STACK_SIZE)
         .build()
         .unwrap();
     let seen: Arc<Vec<AtomicU64>> = Arc::new((0..N.div_ceil(64)).map(|_| AtomicU64::new(0)).collect());

@@ -9,15 +9,16 @@ use std::io;
 
 use corosensei::stack::DefaultStack;
 
-/// Smallest stack a fiber may ask for. Rust's panic machinery alone needs a
-/// few KiB, so anything much smaller overflows on the first panic.
-pub const MIN_STACK_SIZE: usize = 16 * 1024;
+/// Smallest stack a fiber may ask for. A panic that prints a backtrace
+/// (`RUST_BACKTRACE=1`) runs the symboliser on the fiber's stack and needs
+/// more than 16 KiB (measured: a 16 KiB fiber overflows, 32 KiB does not).
+pub const MIN_STACK_SIZE: usize = 32 * 1024;
 
 /// Default stack size of a fiber.
 pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 
 /// How many free stacks of one size a worker keeps.
-const MAX_POOLED: usize = 256;
+const MAX_POOLED: usize = 1024;
 
 #[derive(Default)]
 pub(crate) struct StackPool {
