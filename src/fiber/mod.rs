@@ -37,6 +37,7 @@
 //! the worker that is really running the fiber.
 
 pub(crate) mod job;
+pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod stack;
 pub(crate) mod task;

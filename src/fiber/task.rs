@@ -30,7 +30,7 @@
 //! `unpark` before `park` makes that `park` return at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use corosensei::stack::DefaultStack;
@@ -86,6 +86,9 @@ pub(crate) struct Task {
     /// Set while the shutdown drain destroys this task: the fiber must not
     /// suspend any more.
     pub(crate) cancelling: Cell<bool>,
+    /// Lowest address of the fiber's stack mapping (its guard page starts
+    /// here), 0 while it has no stack. Read by the overflow handler.
+    pub(crate) stack_lo: AtomicUsize,
     body: UnsafeCell<Body>,
 }
 
@@ -123,6 +126,7 @@ impl Task {
             pinned,
             state: AtomicU8::new(QUEUED),
             cancelling: Cell::new(false),
+            stack_lo: AtomicUsize::new(0),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,

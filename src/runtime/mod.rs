@@ -199,6 +199,7 @@ impl Builder {
             self.stack_size,
             topology,
         ));
+        crate::fiber::overflow::install_handler();
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut threads = Vec::with_capacity(nworkers);
         for (i, deque) in deques.into_iter().enumerate() {
@@ -252,6 +253,7 @@ fn worker_main(
     me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
     let _ = tx.send((i, pinned));
     drop(tx);
+    crate::fiber::overflow::install_altstack();
     let local = WorkerLocal::new(i, shared.clone(), deque);
     tls::set_worker(&local);
     local.run();

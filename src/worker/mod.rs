@@ -347,6 +347,7 @@ impl WorkerLocal {
                     return;
                 }
             };
+            task.stack_lo.store(corosensei::stack::Stack::limit(&stack).get(), Relaxed);
             let tp: *const crate::fiber::task::Task = &*task;
             *slot = Some(Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
                 // SAFETY: the coroutine runs only while its task's run
