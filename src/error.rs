@@ -141,6 +141,13 @@ pub enum SpawnErrorKind {
     },
     /// The runtime is shutting down.
     ShuttingDown,
+    /// As many fibers are alive as guarded stacks can be mapped.
+    TooManyFibers {
+        /// Fibers alive (spawned, not finished).
+        live: usize,
+        /// The budget: `vm.max_map_count / 2` minus a margin.
+        limit: usize,
+    },
 }
 
 impl SpawnError {
@@ -179,6 +186,13 @@ impl fmt::Display for SpawnError {
             SpawnErrorKind::ShuttingDown => write!(
                 f,
                 "the runtime is shutting down and accepts no new fibers"
+            ),
+            SpawnErrorKind::TooManyFibers { live, limit } => write!(
+                f,
+                "{live} fibers are alive and the limit is {limit}: each guarded fiber stack costs two \
+                 memory mappings and vm.max_map_count bounds them; join some fibers first, raise \
+                 vm.max_map_count (sysctl), or build the runtime with unguarded_stacks() (slab \
+                 stacks, a million fibers and more)"
             ),
         }
     }

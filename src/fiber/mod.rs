@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
-pub use stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
@@ -199,8 +199,9 @@ where
     T: Send + 'a,
 {
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
-    if stack_size < MIN_STACK_SIZE {
-        return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum: MIN_STACK_SIZE }));
+    let min_stack = shared.stack_mode.min_stack_size();
+    if stack_size < min_stack {
+        return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum: min_stack }));
     }
     let nworkers = shared.workers.len();
     if let Some(w) = opts.worker {
@@ -218,6 +219,13 @@ where
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
     let me = shared.local_worker_index();
+    let seq = match me {
+        Some(m) => shared.workers[m].counters.spawned.load(Relaxed),
+        None => shared.foreign_spawned.load(Relaxed),
+    };
+    if let Some(live) = shared.fiber_budget_exhausted(seq) {
+        return Err(SpawnError::new(SpawnErrorKind::TooManyFibers { live, limit: shared.max_live }));
+    }
     let pinned = match (opts.worker, opts.pinned) {
         (Some(w), _) => Some(w),
         (None, true) => Some(me.unwrap_or_else(|| shared.sched.place(None, &**shared))),

@@ -162,6 +162,16 @@ impl Buf {
     }
 }
 
+/// A slab stack's canary was overwritten: the fiber overflowed its stack
+/// (unguarded mode). Report like a guard-page hit, then abort.
+pub(crate) fn report_canary(task: &crate::fiber::task::Task) -> ! {
+    report(task);
+    let msg = b"(detected by the stack canary of an unguarded slab stack: memory below the stack may be damaged)\n";
+    // SAFETY: write(2) with a valid buffer.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    std::process::abort()
+}
+
 fn report(task: &crate::fiber::task::Task) {
     let mut b = Buf { b: [0; 512], n: 0 };
     b.s(b"\nfiber ");

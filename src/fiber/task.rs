@@ -33,7 +33,6 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
-use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
 
 /// Why a fiber hands control back to its worker.
@@ -48,7 +47,7 @@ pub(crate) enum Suspend {
     Handoff,
 }
 
-pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), DefaultStack>;
+pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
 pub(crate) type Entry = Box<dyn crate::fiber::packet::FiberMain + 'static>;
 pub(crate) type TaskRef = Arc<Task>;
@@ -244,9 +243,5 @@ impl Task {
                 }
             }
         }
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.state.load(Acquire) & LIFECYCLE == DONE
     }
 }

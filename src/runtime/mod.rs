@@ -32,13 +32,14 @@ pub(crate) mod shared;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle as ThreadHandle;
 
 use crossbeam_deque::Worker as Deque;
 
 use crate::error::{BuildError, BuildErrorKind};
-use crate::fiber::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+use crate::fiber::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::fiber::job::Runnable;
 use crate::fiber::task::TaskRef;
 use crate::fiber::JoinHandle;
@@ -70,6 +71,7 @@ pub struct Builder {
     strict_pinning: bool,
     steal_chunk: StealChunk,
     name: String,
+    stack_mode: StackMode,
 }
 
 impl Default for Builder {
@@ -84,6 +86,7 @@ impl Default for Builder {
             strict_pinning: false,
             steal_chunk: StealChunk::Half,
             name: "numafiber".into(),
+            stack_mode: StackMode::Guarded,
         }
     }
 }
@@ -135,6 +138,29 @@ impl Builder {
         self.steal_chunk = c;
         self
     }
+    /// Carve fiber stacks from large slabs without guard pages, so that a
+    /// million fibers can be alive at once (guarded stacks cost two memory
+    /// mappings each and `vm.max_map_count` allows about 30,000 of them).
+    /// Each stack gets a canary word at its bottom, checked every time its
+    /// fiber switches out; a damaged canary aborts with an overflow report.
+    /// The minimum stack size drops to
+    /// [`MIN_SLAB_STACK_SIZE`](crate::fiber::MIN_SLAB_STACK_SIZE).
+    ///
+    /// # Safety
+    /// Without a guard page an overflowing fiber writes into the stack below
+    /// its own before the canary check notices; the caller promises its
+    /// fibers stay within their stack size.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// // SAFETY: these fibers use a few hundred bytes of stack.
+    /// let rt = unsafe { Runtime::builder().workers(1).stack_size(16 << 10).unguarded_stacks() }.build().unwrap();
+    /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| 5))), 5);
+    /// ```
+    pub unsafe fn unguarded_stacks(mut self) -> Builder {
+        self.stack_mode = StackMode::Slab;
+        self
+    }
     /// Prefix of the worker thread names (default `numafiber`).
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = name.into();
@@ -146,10 +172,11 @@ impl Builder {
         if self.workers == Some(0) {
             return Err(BuildError::new(BuildErrorKind::ZeroWorkers));
         }
-        if self.stack_size < MIN_STACK_SIZE {
+        let min_stack = self.stack_mode.min_stack_size();
+        if self.stack_size < min_stack {
             return Err(BuildError::new(BuildErrorKind::StackTooSmall {
                 requested: self.stack_size,
-                minimum: MIN_STACK_SIZE,
+                minimum: min_stack,
             }));
         }
         let topology = match self.topology {
@@ -198,6 +225,7 @@ impl Builder {
             self.steal_chunk,
             self.stack_size,
             topology,
+            self.stack_mode,
         ));
         crate::fiber::overflow::install_handler();
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
@@ -418,6 +446,34 @@ impl Runtime {
     fn drain_all(&self) {
         let shared = &self.shared;
         loop {
+            self.drain_queues();
+            // Parked fibers, one registry shard at a time; the queues are
+            // drained again before each (destructors may queue fibers).
+            let batch = shared.registry.take_shard();
+            if batch.is_empty() {
+                if shared.registry.is_empty() && self.queues_empty() {
+                    break;
+                }
+                continue;
+            }
+            for t in batch {
+                self.drain_queues();
+                // Not destroyed here: finished meanwhile, or woken and
+                // queued by a foreign thread (the queue drain gets it).
+                destroy(shared, &t);
+            }
+        }
+    }
+
+    fn queues_empty(&self) -> bool {
+        self.shared.workers.iter().all(|w| w.inbox.is_empty() && w.pinned_inbox.is_empty())
+    }
+
+    /// Destroy every queued fiber and cancel every queued job, until the
+    /// queues stay empty.
+    fn drain_queues(&self) {
+        let shared = &self.shared;
+        loop {
             let mut progressed = false;
             for w in shared.workers.iter() {
                 while let Some(t) = worker::drain_one(&w.pinned_inbox) {
@@ -436,20 +492,8 @@ impl Runtime {
                     }
                 }
             }
-            if progressed {
-                continue;
-            }
-            match shared.registry.any() {
-                Some(t) => {
-                    if !destroy(shared, &t) && t.is_done() {
-                        shared.registry.remove(t.id);
-                    } else {
-                        // Woken and queued by a foreign thread meanwhile:
-                        // the next round finds it in a queue.
-                        std::thread::yield_now();
-                    }
-                }
-                None => break,
+            if !progressed {
+                return;
             }
         }
     }
@@ -470,7 +514,15 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
     };
     // Dropping a suspended coroutine force-unwinds it: destructors run on
     // its own stack, then the stack is unmapped.
+    let had_stack = coro.is_some();
     drop(coro);
+    if had_stack
+        && shared.stack_mode == crate::fiber::stack::StackMode::Slab
+        && !crate::fiber::stack::canary_intact(t.stack_lo.load(Relaxed))
+    {
+        // The unwinder ran past the bottom of an unguarded stack.
+        crate::fiber::overflow::report_canary(t);
+    }
     drop(entry);
     tls::replace_current_task(prev);
     if registered {

@@ -36,6 +36,7 @@ use std::thread::Thread;
 use crossbeam_deque::{Injector, Stealer};
 
 use crate::fiber::job::Runnable;
+use crate::fiber::stack::{Slabs, StackMode};
 use crate::fiber::task::TaskRef;
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
 use crate::topology::{Topology, WorkerSlot};
@@ -90,6 +91,17 @@ impl WorkerShared {
     }
 }
 
+/// How many guarded fibers may be alive: each guarded stack costs two
+/// memory mappings, and the process may have `vm.max_map_count` mappings;
+/// keep a margin for the heap, libraries and thread stacks.
+fn guarded_fiber_budget() -> usize {
+    let max_maps: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65_530);
+    (max_maps / 2).saturating_sub(2_048).max(1_024)
+}
+
 /// Parked fibers, so that shutdown can find and unwind them.
 pub(crate) struct Registry {
     shards: Box<[Mutex<HashMap<u64, TaskRef>>]>,
@@ -111,9 +123,19 @@ impl Registry {
         let t = self.shard(id).remove(&id);
         drop(t);
     }
-    /// Any registered task (shutdown drain).
-    pub(crate) fn any(&self) -> Option<TaskRef> {
-        self.shards.iter().find_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().next().cloned())
+    /// Take every task of the first non-empty shard out of the registry
+    /// (shutdown drain).
+    pub(crate) fn take_shard(&self) -> Vec<TaskRef> {
+        for s in self.shards.iter() {
+            let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
+            if !g.is_empty() {
+                return std::mem::take(&mut *g).into_values().collect();
+            }
+        }
+        Vec::new()
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shards.iter().all(|s| s.lock().unwrap_or_else(|e| e.into_inner()).is_empty())
     }
 }
 
@@ -133,6 +155,13 @@ pub(crate) struct Shared {
     pub(crate) foreign_spawned: AtomicU64,
     /// Round-robin start for waking an idle worker.
     wake_rr: AtomicUsize,
+    pub(crate) stack_mode: StackMode,
+    pub(crate) slabs: Slabs,
+    /// Guarded mode: most fibers that may be alive at once (memory map
+    /// budget); `usize::MAX` in slab mode.
+    pub(crate) max_live: usize,
+    /// The last live-fiber count was at or above `max_live`.
+    pub(crate) over_limit: AtomicBool,
 }
 
 impl LoadProbe for Shared {
@@ -148,6 +177,7 @@ impl Shared {
         chunk: StealChunk,
         default_stack: usize,
         topology: Topology,
+        stack_mode: StackMode,
     ) -> Shared {
         Shared {
             workers,
@@ -162,6 +192,13 @@ impl Shared {
             registry: Registry::new(),
             foreign_spawned: AtomicU64::new(0),
             wake_rr: AtomicUsize::new(0),
+            stack_mode,
+            slabs: Slabs::default(),
+            max_live: match stack_mode {
+                StackMode::Guarded => guarded_fiber_budget(),
+                StackMode::Slab => usize::MAX,
+            },
+            over_limit: AtomicBool::new(false),
         }
     }
 
@@ -304,6 +341,31 @@ impl Shared {
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
         self.sched.steals() && (self.num_sleeping.load(Relaxed) != 0 || self.num_searching.load(Relaxed) != 0)
+    }
+
+    /// Fibers spawned and not finished, summed over the workers (racy but
+    /// close: each term is exact for its writer).
+    pub(crate) fn live_fibers(&self) -> usize {
+        let spawned: u64 = self.workers.iter().map(|w| w.counters.spawned.load(Relaxed)).sum::<u64>()
+            + self.foreign_spawned.load(Relaxed);
+        let done: u64 = self.workers.iter().map(|w| w.counters.completed.load(Relaxed)).sum();
+        spawned.saturating_sub(done) as usize
+    }
+
+    /// Whether one more fiber would exceed the stack-mapping budget.
+    /// Re-counts every 128th spawn of a thread, and on every spawn while
+    /// over the budget, so the common case costs one relaxed load.
+    pub(crate) fn fiber_budget_exhausted(&self, spawn_seq: u64) -> Option<usize> {
+        if self.max_live == usize::MAX {
+            return None;
+        }
+        if spawn_seq % 128 == 0 || self.over_limit.load(Relaxed) {
+            let live = self.live_fibers();
+            let over = live >= self.max_live;
+            self.over_limit.store(over, Relaxed);
+            return over.then_some(live);
+        }
+        None
     }
 
     pub(crate) fn node_of(&self, w: usize) -> usize {

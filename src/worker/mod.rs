@@ -15,7 +15,7 @@ use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Steal, Worker as Deque};
 
 use crate::error::JoinError;
-use crate::fiber::stack::StackPool;
+use crate::fiber::stack::{StackMode, StackPool};
 use crate::fiber::job::{JobMain, JobRef, Runnable};
 use crate::fiber::task::{Suspend, Task, TaskRef};
 use crate::policy::ThiefState;
@@ -339,7 +339,7 @@ impl WorkerLocal {
         };
         if slot.is_none() {
             let main = entry.take().expect("a queued unstarted fiber has its entry");
-            let stack = match self.stacks.borrow_mut().get(task.stack_size) {
+            let stack = match self.stacks.borrow_mut().get(task.stack_size, shared.stack_mode, &shared.slabs) {
                 Ok(s) => s,
                 Err(e) => {
                     task.transition_to_done();
@@ -363,6 +363,9 @@ impl WorkerLocal {
         let prev = tls::replace_current_task(&*task);
         let r = coro.resume(());
         tls::replace_current_task(prev);
+        if shared.stack_mode == StackMode::Slab && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
+            crate::fiber::overflow::report_canary(&task);
+        }
         Counters::bump(&self.counters().resumes, 1);
         match r {
             CoroutineResult::Yield(Suspend::Yield) => {
