@@ -282,10 +282,13 @@ fn worker_main(
     let _ = tx.send((i, pinned));
     drop(tx);
     crate::fiber::overflow::install_altstack();
+    let guard = AbortOnPanic("the worker loop");
     let local = WorkerLocal::new(i, shared.clone(), deque);
     tls::set_worker(&local);
     local.run();
     tls::set_worker(std::ptr::null());
+    drop(local);
+    std::mem::forget(guard);
 }
 
 /// A pool of pinned worker threads running fibers.
@@ -515,7 +518,11 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
     // Dropping a suspended coroutine force-unwinds it: destructors run on
     // its own stack, then the stack is unmapped.
     let had_stack = coro.is_some();
-    drop(coro);
+    // A panic escaping here (a destructor that panics while an unstarted
+    // fiber's closure is dropped) is contained: the drain goes on. A panic
+    // *during* the forced unwind of a suspended fiber is a panic while
+    // panicking, which Rust turns into an abort before we could see it.
+    contain_drop_panic(t.id, move || drop(coro));
     if had_stack
         && shared.stack_mode == crate::fiber::stack::StackMode::Slab
         && !crate::fiber::stack::canary_intact(t.stack_lo.load(Relaxed))
@@ -523,12 +530,37 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         // The unwinder ran past the bottom of an unguarded stack.
         crate::fiber::overflow::report_canary(t);
     }
-    drop(entry);
+    contain_drop_panic(t.id, move || drop(entry));
     tls::replace_current_task(prev);
     if registered {
         shared.registry.remove(t.id);
     }
     true
+}
+
+fn contain_drop_panic(id: u64, f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let msg = p
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("<non-string payload>");
+        eprintln!("numafiber: a destructor of fiber {id} panicked during shutdown ({msg}); contained");
+    }
+}
+
+/// Aborts the process if a panic unwinds through it: scheduler internals
+/// must never be left half-updated by an internal bug (user panics are
+/// caught per fiber and never reach the worker loop).
+pub(crate) struct AbortOnPanic(pub(crate) &'static str);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("numafiber: internal error: a panic escaped {}; aborting", self.0);
+            std::process::abort();
+        }
+    }
 }
 
 impl Drop for Runtime {
