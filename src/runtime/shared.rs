@@ -77,6 +77,9 @@ pub(crate) struct WorkerShared {
     pub(crate) tid: AtomicI32,
     pub(crate) pinned_ok: AtomicBool,
     pub(crate) counters: Counters,
+    /// Timers armed on this worker and not fired yet (deadlock detector:
+    /// a pending timer may still wake a fiber). Written by the worker only.
+    pub(crate) timers: AtomicUsize,
 }
 
 impl WorkerShared {
@@ -110,6 +113,14 @@ impl Registry {
         let t = self.shard(id).remove(&id);
         drop(t);
     }
+    /// Every registered task (deadlock report).
+    pub(crate) fn snapshot(&self) -> Vec<TaskRef> {
+        let mut v = Vec::new();
+        for s in self.shards.iter() {
+            v.extend(s.lock().unwrap_or_else(|e| e.into_inner()).values().cloned());
+        }
+        v
+    }
     /// Any registered task (shutdown drain).
     pub(crate) fn any(&self) -> Option<TaskRef> {
         self.shards.iter().find_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().next().cloned())
@@ -132,6 +143,9 @@ pub(crate) struct Shared {
     pub(crate) foreign_spawned: AtomicU64,
     /// Round-robin start for waking an idle worker.
     wake_rr: AtomicUsize,
+    /// `block_on` reports a deadlock instead of hanging (see
+    /// `crate::sync::deadlock`).
+    pub(crate) deadlock_detection: AtomicBool,
 }
 
 impl LoadProbe for Shared {
@@ -161,6 +175,7 @@ impl Shared {
             registry: Registry::new(),
             foreign_spawned: AtomicU64::new(0),
             wake_rr: AtomicUsize::new(0),
+            deadlock_detection: AtomicBool::new(true),
         }
     }
 
