@@ -347,13 +347,13 @@ impl<T> Sender<T> {
         }
     }
 
-    fn send_until(&self, v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
-        let (id, node) = {
+    fn send_until(&self, mut v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
+        let (id, node) = loop {
             let mut q = self.chan.q.lock();
             if q.state.receivers == 0 {
                 return Err(TrySendError::Disconnected(v));
             }
-            let v = match self.chan.offer(&mut q, v) {
+            v = match self.chan.offer(&mut q, v) {
                 Ok(w) => {
                     drop(q);
                     if let Some(w) = w {
@@ -366,7 +366,7 @@ impl<T> Sender<T> {
             if crate::fiber::current_cannot_suspend() {
                 return Err(TrySendError::Disconnected(v));
             }
-            q.push(Slot::Send(v))
+            break q.push(Slot::Send(v)); // senders do not spin: see SPIN_YIELDS
         };
         let chan = &*self.chan;
         let out = chan.q.park_or_leave(
@@ -417,6 +417,13 @@ impl<T> Sender<T> {
         self.chan.q.lock().state.cap
     }
 }
+
+/// Yields a receiving fiber tries before it parks, on channels with a
+/// buffer (measured: halves the fiber ping-pong time). Not on rendezvous
+/// channels, and senders never spin: a spinning receiver is invisible to a
+/// sender (it is not queued), so at capacity 0 spinning only delays the
+/// meeting (measured: twice slower).
+const SPIN_YIELDS: u32 = 1;
 
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86400 * 365 * 30)
@@ -474,6 +481,7 @@ impl<T> Receiver<T> {
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let chan = &*self.chan;
+        let mut spins = 0;
         loop {
             let (id, node) = {
                 let mut q = chan.q.lock();
@@ -489,6 +497,14 @@ impl<T> Receiver<T> {
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(RecvTimeoutError::Timeout);
+                }
+                if spins < SPIN_YIELDS && q.state.cap != Some(0) && !crate::worker::tls::current_task_ptr().is_null() {
+                    // A fiber: let the (likely) sender run first; a yield
+                    // is cheaper than a park + wake-up.
+                    spins += 1;
+                    drop(q);
+                    crate::fiber::yield_now();
+                    continue;
                 }
                 q.push(Slot::Recv)
             };
