@@ -289,6 +289,21 @@ fn rwlock_readers_share() {
     });
 }
 
+#[test]
+fn rwlock_failed_try_leaves_state_alone() {
+    let l = RwLock::new(0);
+    let w = l.write();
+    for _ in 0..3 {
+        assert!(l.try_read().is_none());
+        assert!(l.try_write().is_none());
+    }
+    drop(w);
+    let r = l.read();
+    assert!(l.try_write().is_none());
+    drop(r);
+    assert!(l.try_write().is_some(), "no phantom reader or writer left behind");
+}
+
 // ---------------------------------------------------------------- Semaphore
 
 #[test]

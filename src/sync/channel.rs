@@ -21,7 +21,7 @@
 //! # Protocol
 //!
 //! State (buffer, sender and receiver counts) and waiters live in one
-//! [`WaitQueue`](super::queue). A blocked *sender* queues its value with
+//! wait queue (`src/sync/queue.rs`). A blocked *sender* queues its value with
 //! its entry; a receiver that frees room (or, at capacity 0, meets it) takes
 //! the value and grants the sender: a send returns only once its value is in
 //! the buffer or taken. A blocked *receiver* is granted by a send that
@@ -347,13 +347,13 @@ impl<T> Sender<T> {
         }
     }
 
-    fn send_until(&self, mut v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
-        let (id, node) = loop {
+    fn send_until(&self, v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
+        let (id, node) = {
             let mut q = self.chan.q.lock();
             if q.state.receivers == 0 {
                 return Err(TrySendError::Disconnected(v));
             }
-            v = match self.chan.offer(&mut q, v) {
+            let v = match self.chan.offer(&mut q, v) {
                 Ok(w) => {
                     drop(q);
                     if let Some(w) = w {
@@ -366,7 +366,7 @@ impl<T> Sender<T> {
             if crate::fiber::current_cannot_suspend() {
                 return Err(TrySendError::Disconnected(v));
             }
-            break q.push(Slot::Send(v)); // senders do not spin: see SPIN_YIELDS
+            q.push(Slot::Send(v)) // senders do not spin: see SPIN_YIELDS
         };
         let chan = &*self.chan;
         let out = chan.q.park_or_leave(

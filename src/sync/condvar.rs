@@ -127,7 +127,8 @@ impl Condvar {
     /// let rt = Runtime::builder().workers(1).build().unwrap();
     /// let timed_out = rt.block_on(|| {
     ///     let (m, cv) = (Mutex::new(()), Condvar::new());
-    ///     cv.wait_timeout(m.lock(), Duration::from_millis(5)).1.timed_out()
+    ///     let (_g, r) = cv.wait_timeout(m.lock(), Duration::from_millis(5));
+    ///     r.timed_out()
     /// });
     /// assert!(timed_out);
     /// ```

@@ -150,7 +150,7 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(l.try_read().is_some());
     /// ```
     pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        self.try_acquire(false).then_some(RwLockReadGuard { lock: self })
+        self.try_acquire(false).then(|| RwLockReadGuard { lock: self })
     }
 
     /// Exclusive access if available now.
@@ -163,7 +163,7 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(l.try_write().is_some());
     /// ```
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.try_acquire(true).then_some(RwLockWriteGuard { lock: self })
+        self.try_acquire(true).then(|| RwLockWriteGuard { lock: self })
     }
 
     /// Mutable access without locking.
