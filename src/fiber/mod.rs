@@ -112,6 +112,21 @@ pub(crate) fn current_is_cancelling() -> bool {
     current_task().is_some_and(|t| t.cancelling.get())
 }
 
+/// The running fiber cannot suspend now (being destroyed, or unwinding):
+/// a wait loop must not spin on `park` then. `false` on plain threads.
+pub(crate) fn current_cannot_suspend() -> bool {
+    current_task().is_some_and(cannot_suspend)
+}
+
+/// Record what the running fiber is about to wait on (deadlock report);
+/// no-op on plain threads. Clear with `task::wait_kind::NONE`.
+pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
+    if let Some(t) = current_task() {
+        t.wait_obj.store(obj, Relaxed);
+        t.wait_kind.store(kind, Relaxed);
+    }
+}
+
 /// The running fiber may not suspend: it is being destroyed, or it is
 /// unwinding a panic (the panic count is per thread, so another fiber
 /// resumed on this thread would see it).
@@ -313,7 +328,28 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(err.panic_message(), Some("boom"));
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
-        self.packet.wait()
+        if self.packet.is_done() {
+            return self.packet.wait();
+        }
+        set_wait_reason(task::wait_kind::JOIN, self.task.id);
+        let r = self.packet.wait();
+        set_wait_reason(task::wait_kind::NONE, 0);
+        r
+    }
+
+    /// `join` for `Runtime::block_on`: wake every `every` and call `check`
+    /// with the joined task (the deadlock detector), which may panic.
+    pub(crate) fn join_watching(self, every: Duration, mut check: impl FnMut(&TaskRef)) -> Result<T, JoinError> {
+        loop {
+            let mut w = Some(packet::Waiter::current());
+            if let Some(r) = self.packet.try_take_or_register(&mut w) {
+                return r;
+            }
+            std::thread::park_timeout(every);
+            if !self.packet.is_done() {
+                check(&self.task);
+            }
+        }
     }
 
     /// Whether the fiber has finished (its result is ready).
@@ -525,6 +561,15 @@ where
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
 fn wait_child(task: &TaskRef, packet: &dyn Completion) {
+    if packet.is_done() {
+        return;
+    }
+    set_wait_reason(task::wait_kind::JOIN, task.id);
+    wait_child_inner(task, packet);
+    set_wait_reason(task::wait_kind::NONE, 0);
+}
+
+fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
     while !packet.is_done() {
         if current_is_cancelling() {
             if let Some(shared) = current_shared_for_drain() {
@@ -605,7 +650,9 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
             any_done |= Completion::register_current(&*h.packet);
         }
         if !any_done {
+            set_wait_reason(task::wait_kind::JOIN_ANY, handles[0].task.id);
             park_caller();
+            set_wait_reason(task::wait_kind::NONE, 0);
         }
     }
 }

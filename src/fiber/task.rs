@@ -30,7 +30,7 @@
 //! `unpark` before `park` makes that `park` return at once.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -88,8 +88,54 @@ pub(crate) struct Task {
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
+    /// What the fiber is parked on (`wait_kind::*`), for the deadlock
+    /// report. Written by the fiber itself around a park, read by the
+    /// `block_on` thread; relaxed, since the report only reads it after
+    /// every worker has been seen asleep twice.
+    pub(crate) wait_kind: AtomicU8,
+    /// The object waited on: its address, or a fiber id for joins.
+    pub(crate) wait_obj: AtomicU64,
     body: UnsafeCell<Body>,
 }
+
+/// Values of `Task::wait_kind`.
+pub(crate) mod wait_kind {
+    pub(crate) const NONE: u8 = 0;
+    pub(crate) const JOIN: u8 = 1;
+    pub(crate) const MUTEX: u8 = 2;
+    pub(crate) const CONDVAR: u8 = 3;
+    pub(crate) const RWLOCK_READ: u8 = 4;
+    pub(crate) const RWLOCK_WRITE: u8 = 5;
+    pub(crate) const SEMAPHORE: u8 = 6;
+    pub(crate) const BARRIER: u8 = 7;
+    pub(crate) const WAITGROUP: u8 = 8;
+    pub(crate) const EVENT: u8 = 9;
+    pub(crate) const CHAN_RECV: u8 = 10;
+    pub(crate) const CHAN_SEND: u8 = 11;
+    pub(crate) const JOIN_ANY: u8 = 12;
+    pub(crate) const SCOPE: u8 = 13;
+
+    /// Human-readable description (`obj` is an address or a fiber id).
+    pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
+        Some(match kind {
+            JOIN => format!("join of fiber {obj}"),
+            JOIN_ANY => format!("when_any over fibers (first: fiber {obj})"),
+            SCOPE => format!("scope end, joining fiber {obj}"),
+            MUTEX => format!("Mutex lock {obj:#x}"),
+            CONDVAR => format!("Condvar wait {obj:#x}"),
+            RWLOCK_READ => format!("RwLock read {obj:#x}"),
+            RWLOCK_WRITE => format!("RwLock write {obj:#x}"),
+            SEMAPHORE => format!("Semaphore acquire {obj:#x}"),
+            BARRIER => format!("Barrier wait {obj:#x}"),
+            WAITGROUP => format!("WaitGroup wait {obj:#x}"),
+            EVENT => format!("Event wait {obj:#x}"),
+            CHAN_RECV => format!("channel receive {obj:#x}"),
+            CHAN_SEND => format!("channel send {obj:#x}"),
+            _ => return None,
+        })
+    }
+}
+
 
 // SAFETY (the one `Send`/`Sync` argument for fibers): a `Task` is shared
 // between threads through `Arc`, but its non-`Sync` parts (`body`, which
@@ -126,6 +172,8 @@ impl Task {
             state: AtomicU8::new(QUEUED),
             cancelling: Cell::new(false),
             stack_lo: AtomicUsize::new(0),
+            wait_kind: AtomicU8::new(wait_kind::NONE),
+            wait_obj: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,
@@ -243,5 +291,10 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// Parked with no wake-up pending (deadlock report).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.state.load(Acquire) == PARKED
     }
 }

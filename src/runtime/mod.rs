@@ -72,6 +72,7 @@ pub struct Builder {
     steal_chunk: StealChunk,
     name: String,
     stack_mode: StackMode,
+    deadlock_detection: bool,
 }
 
 impl Default for Builder {
@@ -87,6 +88,7 @@ impl Default for Builder {
             steal_chunk: StealChunk::Half,
             name: "numafiber".into(),
             stack_mode: StackMode::Guarded,
+            deadlock_detection: true,
         }
     }
 }
@@ -161,6 +163,20 @@ impl Builder {
         self.stack_mode = StackMode::Slab;
         self
     }
+    /// Let [`Runtime::block_on`] panic with a report ("all fibers are
+    /// asleep - deadlock!") when every fiber is parked on a sync primitive
+    /// or a join, no timer is pending, and the fiber it waits for is one of
+    /// them (default true). Turn it off when fibers wait for plain threads
+    /// that may stay busy for long (see [`crate::sync`], "Deadlock report").
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).deadlock_detection(false).build().unwrap();
+    /// assert_eq!(rt.block_on(|| 1), 1);
+    /// ```
+    pub fn deadlock_detection(mut self, on: bool) -> Builder {
+        self.deadlock_detection = on;
+        self
+    }
     /// Prefix of the worker thread names (default `numafiber`).
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = name.into();
@@ -208,6 +224,7 @@ impl Builder {
                 tid: AtomicI32::new(0),
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
+                timers: Default::default(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -228,6 +245,7 @@ impl Builder {
             self.stack_mode,
         ));
         crate::fiber::overflow::install_handler();
+        shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut threads = Vec::with_capacity(nworkers);
         for (i, deque) in deques.into_iter().enumerate() {
@@ -357,7 +375,14 @@ impl Runtime {
                  use fiber::spawn + fiber::await_fiber inside fibers"
             );
         }
-        match self.spawn(f).join() {
+        let shared = self.shared.clone();
+        let mut detector = crate::sync::deadlock::Detector::default();
+        let r = self.spawn(f).join_watching(crate::sync::deadlock::POLL, |root| {
+            if let Some(report) = detector.check(&shared, root) {
+                panic!("{report}");
+            }
+        });
+        match r {
             Ok(v) => v,
             Err(e) => e.resume(),
         }

@@ -79,6 +79,9 @@ pub(crate) struct WorkerShared {
     pub(crate) tid: AtomicI32,
     pub(crate) pinned_ok: AtomicBool,
     pub(crate) counters: Counters,
+    /// Timers armed on this worker and not fired yet (deadlock detector:
+    /// a pending timer may still wake a fiber). Written by the worker only.
+    pub(crate) timers: AtomicUsize,
 }
 
 impl WorkerShared {
@@ -123,6 +126,14 @@ impl Registry {
         let t = self.shard(id).remove(&id);
         drop(t);
     }
+    /// Every registered task (deadlock report).
+    pub(crate) fn snapshot(&self) -> Vec<TaskRef> {
+        let mut v = Vec::new();
+        for s in self.shards.iter() {
+            v.extend(s.lock().unwrap_or_else(|e| e.into_inner()).values().cloned());
+        }
+        v
+    }
     /// Take every task of the first non-empty shard out of the registry
     /// (shutdown drain).
     pub(crate) fn take_shard(&self) -> Vec<TaskRef> {
@@ -162,6 +173,9 @@ pub(crate) struct Shared {
     pub(crate) max_live: usize,
     /// The last live-fiber count was at or above `max_live`.
     pub(crate) over_limit: AtomicBool,
+    /// `block_on` reports a deadlock instead of hanging (see
+    /// `crate::sync::deadlock`).
+    pub(crate) deadlock_detection: AtomicBool,
 }
 
 impl LoadProbe for Shared {
@@ -199,6 +213,7 @@ impl Shared {
                 StackMode::Slab => usize::MAX,
             },
             over_limit: AtomicBool::new(false),
+            deadlock_detection: AtomicBool::new(true),
         }
     }
 

@@ -107,6 +107,13 @@ impl WorkerLocal {
         let seq = self.timer_seq.get();
         self.timer_seq.set(seq + 1);
         self.timers.borrow_mut().push(Reverse(Timer { deadline, seq, task }));
+        self.publish_timer_count();
+    }
+
+    /// Publish the number of pending timers (deadlock detector).
+    fn publish_timer_count(&self) {
+        let n = self.timers.borrow().len();
+        self.shared.workers[self.index].timers.store(n, Relaxed);
     }
 
     /// Work-first spawn: run `task` right after the current fiber suspends.
@@ -213,6 +220,7 @@ impl WorkerLocal {
                 None => break,
             }
         }
+        self.publish_timer_count();
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -495,6 +503,7 @@ impl WorkerLocal {
             me.inbox.push(Runnable::Task(t));
         }
         self.timers.borrow_mut().clear();
+        self.publish_timer_count();
         let stacks = self.stacks.borrow();
         me.counters.stacks_mapped.store(stacks.mapped, Relaxed);
     }

@@ -1,0 +1,96 @@
+//! Fiber-aware synchronisation: these block the calling *fiber* (its worker
+//! thread goes on running other fibers), and on a plain thread they block
+//! the thread. Fibers and threads may share every primitive.
+//!
+//! | type | what | std / C++ counterpart |
+//! | --- | --- | --- |
+//! | [`Mutex`] | FIFO hand-off lock, `try_lock`, guards | `std::sync::Mutex`, cppcoro `async_mutex` |
+//! | [`Condvar`] | `wait`, `wait_while`, `wait_timeout`, `notify_*` | `std::sync::Condvar` |
+//! | [`RwLock`] | fair reader-writer lock | `std::sync::RwLock` |
+//! | [`Semaphore`] | counted permits released on drop | corolib/cppcoro semaphores |
+//! | [`Barrier`] | cyclic barrier with a leader | `std::sync::Barrier` |
+//! | [`WaitGroup`] | `add`/`done`/`wait` | Go `sync.WaitGroup`, C++ `latch` |
+//! | [`Event`] | manual-reset event | cppcoro `async_manual_reset_event` |
+//! | [`channel`] | `bounded(cap)` (0 = rendezvous), `unbounded()` | `crossbeam-channel`, cppcoro queues |
+//!
+//! ```
+//! use std::sync::Arc;
+//! use numafiber::{fiber, sync::{channel, Mutex}, Runtime};
+//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! let n = rt.block_on(|| {
+//!     let seen = Arc::new(Mutex::new(0));
+//!     let (tx, rx) = channel::bounded(8);
+//!     let consumers: Vec<_> = (0..2).map(|_| {
+//!         let (rx, seen) = (rx.clone(), seen.clone());
+//!         fiber::spawn(move || for _ in rx { *seen.lock() += 1; })
+//!     }).collect();
+//!     for i in 0..100 { tx.send(i).unwrap(); }
+//!     drop(tx);
+//!     fiber::when_all(consumers);
+//!     let n = *seen.lock();
+//!     n
+//! });
+//! assert_eq!(n, 100);
+//! ```
+//!
+//! # How waiting works
+//!
+//! Every primitive sits on one wait-queue core (`src/sync/queue.rs`, with
+//! its protocol): an internal `std::sync::Mutex` guards the primitive's
+//! state and a FIFO of waiters. That internal lock is held for a few
+//! instructions and **never across a park, a wake-up or user code**, so it
+//! cannot block a worker for long and cannot deadlock with fibers. A waiter
+//! is granted by being popped from the FIFO (hand-off), then woken; wake-ups
+//! that arrive before the park are kept as a token, so none is lost.
+//!
+//! A fiber parked here may be resumed by a worker of another NUMA node (it
+//! migrates); fibers spawned with
+//! [`spawn_pinned`](crate::fiber::spawn_pinned) return to their own worker.
+//! Timeouts (`wait_timeout`, `recv_timeout`, ...) use the worker's timer
+//! inside fibers and `park_timeout` on threads.
+//!
+//! # Shutdown
+//!
+//! When a runtime shuts down, fibers still parked here are destroyed: their
+//! stacks unwind, their queue entries are removed and anything they were
+//! granted (a lock, a permit) is passed on. A fiber being destroyed cannot
+//! park: `recv`/`send` fail, `Condvar::wait`, `Barrier::wait`,
+//! `WaitGroup::wait` and `Event::wait` return at once, and an acquire that
+//! is contended (`Mutex::lock`, `RwLock`, `Semaphore::acquire`) polls for up
+//! to a second for a plain thread to release it, then aborts the process
+//! with a message (returning without the lock would be unsound, and its
+//! holder can never run again).
+//!
+//! # Deadlock report
+//!
+//! When every fiber of a runtime is parked on one of these primitives or on
+//! a join, no timer is pending, and [`Runtime::block_on`](crate::Runtime::block_on)
+//! waits for one of them, `block_on` panics with a report instead of hanging:
+//!
+//! ```text
+//! all fibers are asleep - deadlock! Runtime::block_on waits for fiber 1, and no fiber of
+//! the runtime can run again (3 parked, no timer pending):
+//!   fiber 1 (unnamed) [join of fiber 2]
+//!   fiber 2 "a" [Mutex lock 0x55d1c2a0e010]
+//!   fiber 3 "b" [Mutex lock 0x55d1c2a0e050]
+//! ```
+//!
+//! The check needs the state to be stable for about 100 ms. A plain thread
+//! that would wake a fiber later than that (every fiber waiting for it)
+//! causes a false report; turn the check off with
+//! [`Builder::deadlock_detection`](crate::Builder::deadlock_detection).
+
+pub mod channel;
+mod condvar;
+pub(crate) mod deadlock;
+mod latch;
+mod mutex;
+pub(crate) mod queue;
+mod rwlock;
+mod semaphore;
+
+pub use condvar::{Condvar, WaitTimeoutResult};
+pub use latch::{Barrier, BarrierWaitResult, Event, WaitGroup};
+pub use mutex::{Mutex, MutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};

@@ -1,0 +1,287 @@
+//! The one wait-queue core every primitive is built on.
+//!
+//! # Protocol
+//!
+//! A primitive keeps its state `S` and a FIFO of waiters together in a
+//! [`WaitQueue<S, P>`], i.e. behind one `std::sync::Mutex`. That lock is an
+//! *internal* lock: it is held only for a few instructions (check the state,
+//! push or pop a waiter) and **never across a park, a wake-up or user
+//! code**, so blocking a worker thread on it is bounded and cannot deadlock
+//! with fibers. Primitives may add a lock-free fast path in front of it
+//! (`Mutex` does).
+//!
+//! 1. *Wait.* Under the lock the caller sees it must wait, pushes an
+//!    [`Entry`] (its id, an `Arc<Node>` holding a [`Waiter`] = the parked
+//!    fiber or thread, and an optional payload `P`, e.g. a value a blocked
+//!    sender offers), drops the lock and calls [`WaitQueue::park`].
+//! 2. *Grant.* A releaser, under the lock, pops the first entry (FIFO) and
+//!    hands it whatever it waited for (the mutex stays locked and changes
+//!    owner; a permit; a taken value), then calls [`Node::signal`] and, after
+//!    dropping the lock, [`Node::wake`]. **Being popped is being granted**:
+//!    the signal flag only lets the waiter notice without taking the lock.
+//! 3. *Park.* `park` loops on the flag around `park_caller` (which may
+//!    return spuriously, and keeps a token when the wake-up comes before the
+//!    park, like `std::thread::park`), so no wake-up is lost between step 1
+//!    and the park.
+//! 4. *Leaving early* (timeout; a fiber that cannot suspend because the
+//!    shutdown drain destroys it or it unwinds; a forced unwind through the
+//!    park): the waiter takes the lock and removes its own entry. If the
+//!    entry is gone it was granted in the meantime (step 2 ran under the
+//!    lock), so the wait counts as successful, or, while unwinding, the
+//!    primitive's `on_granted_unwind` passes the grant on (unlock, give the
+//!    permit back). So a grant is never lost and nobody stays queued.
+//!
+//! A fiber parked here may be resumed by any worker (it migrates);
+//! `spawn_pinned` fibers go back to their own worker (`Shared::reschedule`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::time::Instant;
+
+use crate::fiber::packet::{park_caller, park_caller_until, Waiter};
+use crate::fiber::task::wait_kind;
+
+/// One parked caller.
+pub(crate) struct Node {
+    signalled: AtomicBool,
+    waiter: Waiter,
+}
+
+impl Node {
+    fn new() -> Arc<Node> {
+        Arc::new(Node { signalled: AtomicBool::new(false), waiter: Waiter::current() })
+    }
+    /// Mark as granted (the entry was popped under the queue lock).
+    pub(crate) fn signal(&self) {
+        self.signalled.store(true, Release);
+    }
+    pub(crate) fn is_signalled(&self) -> bool {
+        self.signalled.load(Acquire)
+    }
+    /// Wake the waiter; call after dropping the queue lock.
+    pub(crate) fn wake(&self) {
+        match &self.waiter {
+            Waiter::Fiber { task, shared } => shared.wake(task.clone()),
+            Waiter::Thread(t) => t.unpark(),
+        }
+    }
+}
+
+/// A queued waiter.
+pub(crate) struct Entry<P> {
+    pub(crate) id: u64,
+    pub(crate) node: Arc<Node>,
+    pub(crate) payload: P,
+}
+
+/// State and waiters of one primitive, behind the internal lock.
+pub(crate) struct Inner<S, P> {
+    pub(crate) state: S,
+    waiters: VecDeque<Entry<P>>,
+    next_id: u64,
+}
+
+impl<S, P> Inner<S, P> {
+    /// Queue the caller; returns what `park` needs.
+    pub(crate) fn push(&mut self, payload: P) -> (u64, Arc<Node>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let node = Node::new();
+        self.waiters.push_back(Entry { id, node: node.clone(), payload });
+        (id, node)
+    }
+    /// Pop and signal the first waiter; the caller wakes it after unlocking.
+    pub(crate) fn grant_first(&mut self) -> Option<Entry<P>> {
+        let e = self.waiters.pop_front()?;
+        e.node.signal();
+        Some(e)
+    }
+    pub(crate) fn front(&self) -> Option<&Entry<P>> {
+        self.waiters.front()
+    }
+    pub(crate) fn has_waiters(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+    /// Pop and signal the first waiter whose payload matches.
+    pub(crate) fn grant_first_where(&mut self, f: impl Fn(&P) -> bool) -> Option<Entry<P>> {
+        let i = self.waiters.iter().position(|e| f(&e.payload))?;
+        let e = self.waiters.remove(i)?;
+        e.node.signal();
+        Some(e)
+    }
+    /// Pop and signal every waiter.
+    pub(crate) fn grant_all(&mut self) -> Vec<Entry<P>> {
+        let v: Vec<_> = self.waiters.drain(..).collect();
+        for e in &v {
+            e.node.signal();
+        }
+        v
+    }
+    /// Wake every waiter without removing it (they re-check the state).
+    pub(crate) fn nodes(&self) -> Vec<Arc<Node>> {
+        self.waiters.iter().map(|e| e.node.clone()).collect()
+    }
+    fn remove(&mut self, id: u64) -> Option<Entry<P>> {
+        let i = self.waiters.iter().position(|e| e.id == id)?;
+        self.waiters.remove(i)
+    }
+}
+
+/// Wake the nodes of popped entries (after the lock is dropped).
+pub(crate) fn wake_all<P>(es: Vec<Entry<P>>) -> Vec<P> {
+    es.into_iter()
+        .map(|e| {
+            e.node.wake();
+            e.payload
+        })
+        .collect()
+}
+
+/// How a `park` ended.
+pub(crate) enum Outcome<P> {
+    /// Granted (popped by a releaser).
+    Signalled,
+    /// The deadline passed first; the entry was removed (its payload).
+    TimedOut(P),
+    /// The caller is a fiber that cannot suspend (shutdown drain, or
+    /// unwinding); the entry was removed.
+    Cancelled(P),
+}
+
+/// What a fiber waits on, for the deadlock report.
+#[derive(Clone, Copy)]
+pub(crate) struct Reason {
+    pub(crate) kind: u8,
+    pub(crate) obj: u64,
+}
+
+impl Reason {
+    pub(crate) fn new<T: ?Sized>(kind: u8, obj: &T) -> Reason {
+        Reason { kind, obj: obj as *const T as *const () as usize as u64 }
+    }
+}
+
+/// A `WaitQueue` with its state.
+pub(crate) struct WaitQueue<S, P = ()> {
+    inner: StdMutex<Inner<S, P>>,
+}
+
+impl<S, P> WaitQueue<S, P> {
+    pub(crate) const fn new(state: S) -> Self {
+        WaitQueue { inner: StdMutex::new(Inner { state, waiters: VecDeque::new(), next_id: 0 }) }
+    }
+
+    /// Take the internal lock (never held across a park or user code, so
+    /// it cannot be poisoned by user panics; recover anyway).
+    pub(crate) fn lock(&self) -> StdGuard<'_, Inner<S, P>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Step 3/4 of the protocol: wait until entry `id` is granted, the
+    /// deadline passes, or the caller cannot suspend. `on_removed` runs
+    /// under the lock after the caller removed its own entry (e.g. the
+    /// mutex clears its "queued" bit when the queue became empty).
+    /// `on_granted_unwind` runs (without the lock) when the caller is
+    /// force-unwound after it was granted: it must pass the grant on.
+    pub(crate) fn park(
+        &self,
+        id: u64,
+        node: &Node,
+        deadline: Option<Instant>,
+        reason: Reason,
+        on_removed: impl Fn(&mut Inner<S, P>),
+        on_granted_unwind: impl FnOnce(),
+    ) -> Outcome<P> {
+        self.park_or_leave(id, node, deadline, reason, on_removed, on_granted_unwind, || false)
+    }
+
+    /// `park`, also leaving (as `Cancelled`) once `leave_if()` holds; the
+    /// primitive wakes its waiters after making it hold (channel close).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn park_or_leave(
+        &self,
+        id: u64,
+        node: &Node,
+        deadline: Option<Instant>,
+        reason: Reason,
+        on_removed: impl Fn(&mut Inner<S, P>),
+        on_granted_unwind: impl FnOnce(),
+        leave_if: impl Fn() -> bool,
+    ) -> Outcome<P> {
+        struct Unwind<'a, S, P, R: Fn(&mut Inner<S, P>), G: FnOnce()> {
+            q: &'a WaitQueue<S, P>,
+            id: u64,
+            on_removed: &'a R,
+            on_granted: Option<G>,
+        }
+        impl<S, P, R: Fn(&mut Inner<S, P>), G: FnOnce()> Drop for Unwind<'_, S, P, R, G> {
+            fn drop(&mut self) {
+                let Some(g) = self.on_granted.take() else { return };
+                let mut inner = self.q.lock();
+                if inner.remove(self.id).is_some() {
+                    (self.on_removed)(&mut inner);
+                } else {
+                    drop(inner);
+                    g();
+                }
+            }
+        }
+        let mut guard = Unwind { q: self, id, on_removed: &on_removed, on_granted: Some(on_granted_unwind) };
+        crate::fiber::set_wait_reason(reason.kind, reason.obj);
+        let leave = loop {
+            if node.is_signalled() {
+                break None;
+            }
+            if crate::fiber::current_cannot_suspend() || leave_if() {
+                break Some(false);
+            }
+            match deadline {
+                None => park_caller(),
+                Some(d) => {
+                    if Instant::now() >= d {
+                        break Some(true);
+                    }
+                    park_caller_until(d);
+                }
+            }
+        };
+        crate::fiber::set_wait_reason(wait_kind::NONE, 0);
+        guard.on_granted = None; // normal exit: disarm
+        let Some(timed_out) = leave else { return Outcome::Signalled };
+        let mut inner = self.lock();
+        match inner.remove(id) {
+            Some(e) => {
+                on_removed(&mut inner);
+                if timed_out {
+                    Outcome::TimedOut(e.payload)
+                } else {
+                    Outcome::Cancelled(e.payload)
+                }
+            }
+            None => Outcome::Signalled,
+        }
+    }
+}
+
+/// The last resort of an acquire that cannot park (a fiber being destroyed
+/// by the shutdown drain, or unwinding): poll `try_acquire` with short
+/// thread sleeps for up to a second (a plain thread may release), then
+/// abort: the holder is a fiber that can never run again, and returning
+/// without the resource would be unsound.
+pub(crate) fn acquire_without_parking<T>(what: &str, mut try_acquire: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        if let Some(t) = try_acquire() {
+            return t;
+        }
+        if Instant::now() >= end {
+            eprintln!(
+                "numafiber: a fiber that cannot suspend (destroyed at shutdown, or unwinding a panic) \
+                 blocked on a {what} that is not released; aborting instead of hanging"
+            );
+            std::process::abort();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}

@@ -1,0 +1,67 @@
+//! The ported corolib-style examples in `examples/`: each example's logic
+//! is included here (`#[path]`) and its output checked.
+
+#[path = "../examples/fork_join_sum.rs"]
+mod fork_join_sum;
+#[path = "../examples/pipeline.rs"]
+mod pipeline;
+#[path = "../examples/producer_consumer.rs"]
+mod producer_consumer;
+#[path = "../examples/when_all.rs"]
+mod when_all;
+#[path = "../examples/when_any.rs"]
+mod when_any;
+
+use numafiber::{Policy, Runtime, Topology};
+
+fn rt() -> Runtime {
+    Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::RandomSteal)
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn producer_consumer_output() {
+    let out = producer_consumer::run(&rt(), 4, 250, 3, 8);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "producers 4 x 250 items, consumers 3, buffer 8");
+    assert!(lines[1].starts_with("consumed 1000 items, sum 499500, max buffer "), "{out}");
+    let max: usize = lines[1].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((1..=8).contains(&max), "the buffer never exceeds its capacity: {out}");
+}
+
+#[test]
+fn when_all_output() {
+    let out = when_all::run(&rt(), &[27, 97, 871, 6171]);
+    assert_eq!(
+        out,
+        "collatz steps of 27: 111\ncollatz steps of 97: 118\ncollatz steps of 871: 178\n\
+         collatz steps of 6171: 261\ntotal 668\n"
+    );
+}
+
+#[test]
+fn fork_join_sum_matches_serial() {
+    let out = fork_join_sum::run(&rt(), 1_000_000);
+    assert_eq!(out, "sum of squares 0..1000000 = 333332833333500000 (serial 333332833333500000): ok\n");
+    // Odd sizes and tiny ones too.
+    for n in [0, 1, 1023, 1025, 77_777] {
+        assert!(fork_join_sum::run(&rt(), n).ends_with(": ok\n"), "n = {n}");
+    }
+}
+
+#[test]
+fn pipeline_output() {
+    assert_eq!(pipeline::run(&rt(), 90, 4), "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n");
+    // Rendezvous channels give the same answer.
+    assert_eq!(pipeline::run(&rt(), 90, 0), "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n");
+}
+
+#[test]
+fn when_any_output() {
+    let out = when_any::run(&rt(), &[400, 300, 5, 500]);
+    assert_eq!(out, "winner: mirror 2 (delay 5 ms)\nlosers stopped early: 3\n");
+}
