@@ -110,6 +110,28 @@ impl<K, V> DNode<K, V> {
     }
 }
 
+impl<K, V> Drop for DNode<K, V> {
+    /// Free predecessor chains iteratively: the default recursive drop of
+    /// `preds` would overflow the stack on a graph with a long path.
+    fn drop(&mut self) {
+        let mut work: Vec<Arc<DNode<K, V>>> = Vec::new();
+        let take = |n: &mut DNode<K, V>, work: &mut Vec<Arc<DNode<K, V>>>| {
+            work.extend(n.preds.take().into_iter().flat_map(|p| p.into_vec()));
+            let notify = std::mem::take(n.notify.get_mut().unwrap_or_else(|e| e.into_inner()));
+            work.extend(notify.into_iter().filter_map(|x| match x {
+                Notify::Node(x) => Some(x),
+                Notify::Waiter(_) => None,
+            }));
+        };
+        take(self, &mut work);
+        while let Some(n) = work.pop() {
+            if let Some(mut n) = Arc::into_inner(n) {
+                take(&mut n, &mut work);
+            }
+        }
+    }
+}
+
 /// A computed node's output, kept alive by the executor's node.
 pub struct Computed<K, V> {
     node: Arc<DNode<K, V>>,
@@ -129,11 +151,6 @@ impl<K, V> Deref for Computed<K, V> {
     }
 }
 
-impl<K, V: fmt::Debug> fmt::Debug for Computed<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Computed").field(&**self).finish()
-    }
-}
 
 const SHARDS: usize = 64;
 
@@ -492,6 +509,18 @@ impl<K: Hash + Eq, V> SerialRun<K, V> {
     /// Whether the graph was empty (never: it has the sink).
     pub fn is_empty(&self) -> bool {
         self.outputs.is_empty()
+    }
+}
+
+impl<K, V> fmt::Debug for SerialRun<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SerialRun").field("nodes", &self.outputs.len()).finish()
+    }
+}
+
+impl<K, V> fmt::Debug for Computed<K, V> where V: fmt::Debug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Computed").field(&**self).finish()
     }
 }
 
