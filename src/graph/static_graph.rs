@@ -483,8 +483,10 @@ fn run_chain<T: Send + Sync + 'static>(chain: Chain<T>, mut stack: Vec<u32>) {
             }
         }
         for &s in g.succs(a) {
-            // AcqRel: the last decrement sees every predecessor's output.
-            if exec.join[s as usize].fetch_sub(1, AcqRel) == 1 {
+            // A sole predecessor always enables its successor: no atomic.
+            // Otherwise AcqRel: the last decrement sees every
+            // predecessor's output.
+            if g.indeg[s as usize] == 1 || exec.join[s as usize].fetch_sub(1, AcqRel) == 1 {
                 stack.push(s);
             }
         }
