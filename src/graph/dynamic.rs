@@ -224,6 +224,40 @@ impl<G: DynamicGraph> Drop for Inner<G> {
 /// Cloning is cheap and shares the nodes, so several fibers or threads can
 /// execute overlapping graphs concurrently; each key's `init` and
 /// `compute` still run exactly once.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use numafiber::graph::{DynamicExecutor, DynamicGraph, Status};
+/// use numafiber::{fiber, Policy, Runtime};
+/// /// Key k depends on k/2 and k/3 (down to 0); counts its computes.
+/// struct Tree(AtomicUsize);
+/// impl DynamicGraph for Tree {
+///     type Key = u64;
+///     type Output = u64;
+///     fn init(&self, k: &u64, deps: &mut Vec<u64>) {
+///         if *k > 0 { deps.extend([k / 2, k / 3]); }
+///     }
+///     fn compute(&self, k: &u64, preds: &[(u64, &u64)]) -> u64 {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         k + preds.iter().map(|(_, v)| **v).sum::<u64>()
+///     }
+/// }
+/// let rt = Runtime::builder().workers(2).policy(Policy::RandomSteal).build().unwrap();
+/// let ex = DynamicExecutor::new(Tree(AtomicUsize::new(0)));
+/// let ex2 = ex.clone();
+/// // Four concurrent executions over overlapping key sets.
+/// let outs = rt.block_on(move || {
+///     let hs: Vec<_> = [1000u64, 999, 500, 1000]
+///         .into_iter()
+///         .map(|k| { let ex = ex2.clone(); fiber::spawn(move || *ex.execute(k).unwrap()) })
+///         .collect();
+///     fiber::when_all(hs)
+/// });
+/// assert_eq!(outs[0], outs[3]);
+/// assert_eq!(ex.graph().0.load(Ordering::Relaxed), ex.len()); // one compute per key
+/// assert_eq!(ex.status(&1000), Status::Completed);
+/// assert_eq!(ex.status(&5000), Status::Unvisited); // never needed
+/// ```
 pub struct DynamicExecutor<G: DynamicGraph> {
     inner: Arc<Inner<G>>,
 }

@@ -385,7 +385,7 @@ impl<T: Send + Sync + 'static> StaticGraph<T> {
                     .map_err(|message| GraphError::new(GraphErrorKind::ComputePanicked { node: a.to_string(), message }))?
             };
             results[a] = Some(v);
-            for &s in g.succs(a) {
+            for &s in g.succs(a).iter().rev() {
                 join[s as usize] -= 1;
                 if join[s as usize] == 0 {
                     stack.push(s);
@@ -482,7 +482,10 @@ fn run_chain<T: Send + Sync + 'static>(chain: Chain<T>, mut stack: Vec<u32>) {
                 continue;
             }
         }
-        for &s in g.succs(a) {
+        // Reversed, so the chain continues with the first successor (in
+        // add_node order) and a split hands the later ones to a new chain:
+        // row-major graphs then run row after row, like their serial loop.
+        for &s in g.succs(a).iter().rev() {
             // A sole predecessor always enables its successor: no atomic.
             // Otherwise AcqRel: the last decrement sees every
             // predecessor's output.
