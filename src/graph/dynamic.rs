@@ -73,12 +73,15 @@ enum Notify<K, V> {
     Waiter(Latch),
 }
 
+/// A shared node.
+type NodeRef<K, V> = Arc<DNode<K, V>>;
+
 struct DNode<K, V> {
     key: K,
     status: AtomicU8,
     /// Starts at 1 (held by `init`), +1 per declared predecessor.
     join: AtomicUsize,
-    preds: OnceLock<Box<[Arc<DNode<K, V>>]>>,
+    preds: OnceLock<Box<[NodeRef<K, V>]>>,
     output: OnceLock<V>,
     /// This node's compute or init panicked, or a predecessor failed.
     failure: OnceLock<Arc<(String, String)>>,
@@ -157,13 +160,16 @@ const SHARDS: usize = 64;
 struct Inner<G: DynamicGraph> {
     graph: G,
     hasher: RandomState,
-    shards: Box<[Mutex<HashMap<G::Key, Arc<DNode<G::Key, G::Output>>>>]>,
+    shards: Box<[Shard<G>]>,
     /// Live chains plus `execute` calls that are starting one.
     active: AtomicUsize,
     target_chains: AtomicUsize,
     /// Sinks that `execute` calls wait for, checked when `active` hits 0.
-    waiting: Mutex<Vec<(Arc<DNode<G::Key, G::Output>>, Latch)>>,
+    waiting: Mutex<Vec<(Node<G>, Latch)>>,
 }
+
+/// One lock-protected part of the key → node map.
+type Shard<G> = Mutex<HashMap<<G as DynamicGraph>::Key, Node<G>>>;
 
 type Node<G> = Arc<DNode<<G as DynamicGraph>::Key, <G as DynamicGraph>::Output>>;
 
