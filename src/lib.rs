@@ -4,6 +4,7 @@
 
 mod error;
 pub mod fiber;
+pub mod graph;
 pub mod policy;
 pub mod runtime;
 pub mod sync;
