@@ -70,7 +70,7 @@ fn numa_steal_takes_local_work_before_remote() {
         (s.local_steals, s.remote_steals)
     };
     // Three runs each, summed: single runs on two shared cores are noisy.
-    let mut sum = |p| (0..3).map(|_| ratio(p)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let sum = |p| (0..3).map(|_| ratio(p)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     let (nl, nr) = sum(Policy::NumaSteal);
     let (rl, rr) = sum(Policy::RandomSteal);
     let numa = nl as f64 / (nl + nr).max(1) as f64;
