@@ -6,6 +6,7 @@ mod error;
 pub mod fiber;
 pub mod policy;
 pub mod runtime;
+pub mod sim;
 pub mod topology;
 mod worker;
 
