@@ -3,6 +3,13 @@
 
 use std::time::Instant;
 
+#[path = "../examples/thesis_bench/bench.rs"]
+#[allow(dead_code)]
+mod bench;
+#[path = "../examples/simulate/cli.rs"]
+#[allow(dead_code)]
+mod cli;
+
 use numafiber::policy::{Scheduler, ThiefState};
 use numafiber::sim::{distances, simulate, CostModel, Decision, FiberSpec, MatrixParams, Op, SimConfig, SimResult, Work, Workload};
 use numafiber::{Policy, PolicyOptions, Topology};
@@ -243,4 +250,35 @@ fn bad_workloads_are_rejected_and_deadlocks_reported() {
     // Zero workers: the topology's error.
     let e = simulate(&Topology::uniform(1, 2), &SimConfig::new(Policy::Nlh).workers(0), &wl).unwrap_err();
     assert!(e.to_string().contains("0 workers"), "{e}");
+}
+
+#[test]
+fn simulate_cli_writes_thesis_bench_csv_and_figures() {
+    let dir = std::env::temp_dir().join(format!("numafiber-sim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let args: Vec<String> = ["--quick", "--runs", "2", "--topology", "uniform:4x2", "--distances", "epyc", "--sweep", "queue", "--out"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([dir.display().to_string()])
+        .collect();
+    cli::run_cli(&args).expect("simulate runs");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    let mut lines = summary.lines();
+    assert_eq!(
+        lines.next(),
+        Some("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals")
+    );
+    // 3 queue lengths x 2 scenarios x 9 variants.
+    assert_eq!(lines.count(), 3 * 2 * 9);
+    for f in ["fig5_1_queue_length_time.svg", "fig5_2_queue_length_throughput.svg", "fig5_3_queue_length_steals.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    // The same command twice: the same numbers (seeded).
+    cli::run_cli(&args).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join("summary.csv")).unwrap(), summary);
+    let bad = |a: &[&str]| cli::run_cli(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_err();
+    assert!(bad(&["--distances", "moon"]));
+    assert!(bad(&["--workload", "sort"]));
+    assert!(bad(&["--memory-share", "2"]));
+    let _ = std::fs::remove_dir_all(&dir);
 }
