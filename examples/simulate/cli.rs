@@ -38,7 +38,7 @@ options:
   --heavy-mults N   matrix: multiplications of one heavy fiber (default 100)
   --fib N           fib: tree of fib(N) (default 20)
   --tasks N         dag: tasks (default 2000)
-  --items N         producer: consumers spawned by the one producer (default 2000)
+  --items N         producer: consumers (2 ms each, reading the producer's 8 MiB) spawned by one producer (default 2000)
   --memory-share F  memory-bound share of compute, 0..1 (default 0.3): it runs distance/10 slower
   --chunk C         steal chunk: half (default) or a fixed count
   --runs N          seeds per point (1..=N), for the median and the CV (default 5)
@@ -322,7 +322,7 @@ pub fn workload(p: &Point, imbalanced: bool) -> Workload {
         Kind::Matrix => Workload::matrix(&MatrixParams { imbalanced, ..p.matrix }),
         Kind::Fib => Workload::fork_join(p.fib, 2_000, 200, 512),
         Kind::Dag => Workload::random_dag(p.tasks, 4, 5_000..200_000, 1 << 20, 0xDA6),
-        Kind::Producer => Workload::skewed_producer(p.items, 2_000, 100_000, 8 << 20),
+        Kind::Producer => Workload::skewed_producer(p.items, 2_000, 2_000_000, 8 << 20),
     }
 }
 

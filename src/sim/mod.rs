@@ -48,16 +48,19 @@
 //! # Example
 //!
 //! ```
-//! use numafiber::sim::{simulate, MatrixParams, SimConfig, Workload};
+//! use numafiber::sim::{distances, simulate, MatrixParams, SimConfig, Workload};
 //! use numafiber::{Policy, Topology};
 //!
-//! let topo = Topology::uniform(2, 2);
-//! let wl = Workload::matrix(&MatrixParams { mults: 8, imbalanced: true, ..MatrixParams::for_size(100) });
+//! // 2 nodes x 4 PUs, EPYC-like distances; the thesis' imbalanced workload.
+//! let topo = Topology::uniform(2, 4).with_distances(distances::epyc_like(2)).unwrap();
+//! let p = MatrixParams { mults: 24, heavy_mults: 20, imbalanced: true, ..MatrixParams::for_size(100) };
+//! let wl = Workload::matrix(&p);
 //! let rr = simulate(&topo, &SimConfig::new(Policy::RoundRobin), &wl).unwrap();
-//! let nlh = simulate(&topo, &SimConfig::new(Policy::Nlh), &wl).unwrap();
+//! let hybrid = simulate(&topo, &SimConfig::new(Policy::HybridSteal), &wl).unwrap();
 //! assert_eq!(rr.completed, wl.fibers().len() as u64);
 //! assert_eq!(rr.local_steals + rr.remote_steals, 0); // round-robin never steals
-//! assert!(nlh.makespan_ns < rr.makespan_ns);
+//! assert!(hybrid.local_steals + hybrid.remote_steals > 0);
+//! assert!(hybrid.makespan_ns < rr.makespan_ns);
 //! ```
 
 pub mod workload;
