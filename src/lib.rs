@@ -1,4 +1,58 @@
-//! numafiber: stackful fibers on pinned NUMA workers.
+//! # numafiber
+//!
+//! Stackful fibers (green threads) scheduled cooperatively on worker threads
+//! pinned to the machine's processing units, with NUMA-aware and load-aware
+//! work stealing: the schedulers of the thesis *Design and Implementation of
+//! a NUMA-Aware Cooperative Scheduler* (Univ. Stuttgart, 2025), used like
+//! `std::thread`.
+//!
+//! ```
+//! use numafiber::{fiber, sync, Runtime};
+//!
+//! let rt = Runtime::builder().workers(2).build()?;
+//! let out = rt.block_on(|| {
+//!     let (tx, rx) = sync::channel::bounded(4);
+//!     let producer = fiber::spawn(move || {
+//!         for i in 1..=10u64 {
+//!             tx.send(i * i).unwrap(); // parks the fiber when full
+//!         }
+//!     });
+//!     let sum: u64 = rx.iter().sum(); // ends when the sender is dropped
+//!     fiber::await_fiber(producer);
+//!     sum
+//! });
+//! assert_eq!(out, 385);
+//! # Ok::<(), numafiber::BuildError>(())
+//! ```
+//!
+//! ## Pieces
+//!
+//! * [`Runtime`]: workers (one per PU by default, pinned with hwloc),
+//!   [`Runtime::block_on`], [`Runtime::spawn`], [`Runtime::stats`], shutdown
+//!   on drop.
+//! * [`fiber`]: `spawn`, `yield_now`, `await_fiber`, `join` (fork-join),
+//!   `when_all`, `when_any`, `scope`, `sleep`, `spawn_pinned`, `current`.
+//! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
+//!   `WaitGroup`, `Event`, channels; they park the fiber, not the thread,
+//!   and work from plain threads too.
+//! * [`Policy`]: `RoundRobin`, `RandomSteal`, `NumaSteal`, `LoadSteal`,
+//!   `HybridSteal` (NLLASS), `Nlh` (default); [`policy`] has them as pure
+//!   functions, which [`sim`] reuses to simulate machines we do not have.
+//! * [`Topology`]: detected with hwloc, or synthetic, XML, uniform.
+//! * [`graph`]: NABBIT task graphs, static and dynamic.
+//!
+//! ## Caveats
+//!
+//! * Scheduling is cooperative: a fiber that never yields, parks or returns
+//!   keeps its worker (and shutdown waits for it).
+//! * A fiber may resume on another worker after any suspension point: do not
+//!   hold `thread_local!` references across one; use [`fiber::spawn_pinned`]
+//!   for thread-affine work (see [`fiber`], "Thread-locals and migration").
+//! * Guarded stacks cost two memory mappings each, which bounds live fibers
+//!   to about 30,000 ([`SpawnErrorKind::TooManyFibers`]); for more, see
+//!   [`runtime::Builder::unguarded_stacks`].
+//! * A destructor that panics while shutdown unwinds a suspended fiber
+//!   aborts the process (Rust aborts on a panic during unwinding).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -7,6 +61,7 @@ pub mod fiber;
 pub mod graph;
 pub mod policy;
 pub mod runtime;
+pub mod sim;
 pub mod sync;
 pub mod topology;
 mod worker;

@@ -99,7 +99,7 @@ pub fn all_variants() -> Vec<Variant> {
     v
 }
 
-fn parse_variants(s: &str) -> Result<Vec<Variant>, CliError> {
+pub fn parse_variants(s: &str) -> Result<Vec<Variant>, CliError> {
     let all = all_variants();
     if s == "all" {
         return Ok(all);
@@ -430,7 +430,7 @@ pub fn summarize(scenario: &str, param: &'static str, value: usize, variant: &'s
     }
 }
 
-fn remote_ratio(s: &Summary) -> f64 {
+pub fn remote_ratio(s: &Summary) -> f64 {
     let all = s.local_steals + s.remote_steals;
     if all == 0 {
         0.0
@@ -439,7 +439,7 @@ fn remote_ratio(s: &Summary) -> f64 {
     }
 }
 
-fn print_table(rows: &[Summary]) {
+pub fn print_table(rows: &[Summary]) {
     let Some(first) = rows.first() else { return };
     let rr = rows.iter().find(|r| r.variant == "rr").map(|r| r.median_s);
     println!("\n{}  {}={}", first.scenario, first.param, first.value);
@@ -466,7 +466,7 @@ fn print_table(rows: &[Summary]) {
     }
 }
 
-fn write_csvs(dir: &Path, all: &[Summary]) -> std::io::Result<()> {
+pub fn write_csvs(dir: &Path, all: &[Summary]) -> std::io::Result<()> {
     let mut s = String::from("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals\n");
     let mut r = String::from("scenario,param,value,policy,run,secs,fibers,local_steals,remote_steals\n");
     for x in all {
@@ -499,7 +499,7 @@ fn write_csvs(dir: &Path, all: &[Summary]) -> std::io::Result<()> {
 // ---------------------------------------------------------------------------
 // Plots.
 
-mod plot {
+pub mod plot {
     use super::{remote_ratio, Summary};
     use plotters::prelude::*;
     use std::path::Path;
