@@ -17,6 +17,7 @@
 //! (Ir(200000) - Ir(100000)) / 100000
 //! ```
 
+#![allow(clippy::unit_arg)] // black_box(()) on purpose: keep the switch from being optimised out
 use std::hint::black_box;
 
 use corosensei::stack::DefaultStack;

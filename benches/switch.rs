@@ -15,6 +15,7 @@
 //!
 //! Run: `cargo bench --bench switch`
 
+#![allow(clippy::unit_arg)] // black_box(()) on purpose: keep the switch from being optimised out
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -262,7 +262,7 @@ impl<T> Chan<T> {
             q.state.buf.push_back(v);
             return Ok(Some(r));
         }
-        if q.state.cap.map_or(true, |c| q.state.buf.len() < c) {
+        if q.state.cap.is_none_or(|c| q.state.buf.len() < c) {
             q.state.buf.push_back(v);
             return Ok(None);
         }
@@ -273,7 +273,7 @@ impl<T> Chan<T> {
     /// frees room for it (or hands its value over directly).
     fn take(&self, q: &mut Locked<'_, T>) -> Option<(T, Option<super::queue::Entry<Slot<T>>>)> {
         if let Some(v) = q.state.buf.pop_front() {
-            let room = q.state.cap.map_or(true, |c| q.state.buf.len() < c);
+            let room = q.state.cap.is_none_or(|c| q.state.buf.len() < c);
             let mut woken = None;
             if room {
                 if let Some(mut e) = q.grant_first_where(is_send) {
