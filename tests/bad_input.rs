@@ -60,7 +60,8 @@ fn no_such_worker_or_node() {
     assert_eq!(e.kind(), &SpawnErrorKind::NoSuchWorker { worker: 7, workers: 2 });
     let e = fiber::Builder::new().node(3).spawn_on(&rt, || ()).unwrap_err();
     assert!(matches!(e.kind(), SpawnErrorKind::NoSuchNode { node: 3, .. }), "{e}");
-    let on1 = fiber::Builder::new().node(1).spawn_on(&rt, || fiber::current().unwrap().node).unwrap();
+    // Pinned too, so an idle worker of node 0 cannot steal it before it runs.
+    let on1 = fiber::Builder::new().node(1).pinned(true).spawn_on(&rt, || fiber::current().unwrap().node).unwrap();
     assert_eq!(on1.join().unwrap(), 1);
 }
 

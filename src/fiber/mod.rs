@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
-pub use stack::{DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
@@ -241,9 +241,21 @@ where
     if let Some(live) = shared.fiber_budget_exhausted(seq) {
         return Err(SpawnError::new(SpawnErrorKind::TooManyFibers { live, limit: shared.max_live }));
     }
+    let node_worker = |n: usize| {
+        (0..nworkers)
+            .filter(|&w| shared.workers[w].slot.node == n)
+            .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
+            .expect("checked above that the node has workers")
+    };
+    // Pinned: to `worker(w)`, else to a worker of `node(n)`, else to the
+    // spawning worker, else where placement says.
     let pinned = match (opts.worker, opts.pinned) {
         (Some(w), _) => Some(w),
-        (None, true) => Some(me.unwrap_or_else(|| shared.sched.place(None, &**shared))),
+        (None, true) => Some(match (opts.node, me) {
+            (Some(n), _) => node_worker(n),
+            (None, Some(m)) => m,
+            (None, None) => shared.sched.place(None, &**shared),
+        }),
         (None, false) => None,
     };
     let work_first = pinned.is_none()
@@ -254,10 +266,7 @@ where
     let target = if let Some(p) = pinned {
         p
     } else if let Some(n) = opts.node {
-        (0..nworkers)
-            .filter(|&w| shared.workers[w].slot.node == n)
-            .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
-            .expect("checked above that the node has workers")
+        node_worker(n)
     } else if let (true, Some(m)) = (opts.local || work_first, me) {
         m
     } else {

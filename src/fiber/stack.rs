@@ -19,7 +19,38 @@
 //!   which is why the switch is `unsafe`.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
+
+/// Guarded stacks mapped and not yet unmapped, in the whole process.
+static LIVE_GUARDED: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of slab mappings not yet unmapped, in the whole process.
+static LIVE_SLAB_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Fiber stack memory currently mapped by every runtime of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StackUsage {
+    /// Guarded stacks (one `mmap` each) in use or pooled.
+    pub guarded_stacks: usize,
+    /// Bytes of unguarded slabs.
+    pub slab_bytes: usize,
+}
+
+/// How much fiber stack memory is mapped right now, process-wide. Zero
+/// once every runtime has been dropped: shutdown frees every stack.
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| fiber::await_fiber(fiber::spawn(|| ())));
+/// drop(rt);
+/// // (other runtimes of this process may still hold stacks)
+/// let _u = fiber::stack_usage();
+/// ```
+pub fn stack_usage() -> StackUsage {
+    StackUsage { guarded_stacks: LIVE_GUARDED.load(Relaxed), slab_bytes: LIVE_SLAB_BYTES.load(Relaxed) }
+}
 
 use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{DefaultStack, Stack, StackPointer};
@@ -125,6 +156,15 @@ unsafe impl Stack for FiberStack {
 }
 
 
+impl Drop for FiberStack {
+    fn drop(&mut self) {
+        if let FiberStack::Guarded(_) = self {
+            // The DefaultStack field unmaps itself right after this.
+            LIVE_GUARDED.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
 /// The runtime's slabs, unmapped when the runtime is dropped (after the
 /// shutdown drain destroyed every coroutine that could use them).
 #[derive(Default)]
@@ -149,6 +189,7 @@ impl Slabs {
             return Err(io::Error::last_os_error());
         }
         self.maps.lock().unwrap_or_else(|e| e.into_inner()).push((p as usize, len));
+        LIVE_SLAB_BYTES.fetch_add(len, Relaxed);
         Ok(p as usize)
     }
 }
@@ -158,6 +199,7 @@ impl Drop for Slabs {
         for &(p, len) in self.maps.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
             // SAFETY: our own mapping; no stack in it is in use any more.
             unsafe { libc::munmap(p as *mut libc::c_void, len) };
+            LIVE_SLAB_BYTES.fetch_sub(len, Relaxed);
         }
     }
 }
@@ -191,6 +233,7 @@ impl StackPool {
         match mode {
             StackMode::Guarded => {
                 let s = DefaultStack::new(size)?;
+                LIVE_GUARDED.fetch_add(1, Relaxed);
                 self.mapped += 1;
                 Ok(FiberStack::Guarded(s))
             }
@@ -223,17 +266,17 @@ impl StackPool {
     pub(crate) fn put(&mut self, size: usize, stack: FiberStack) {
         let idx = self.class(size);
         let v = &mut self.classes[idx].1;
-        match stack {
+        match &stack {
             FiberStack::Slab(s) => {
                 // Slab stacks are never unmapped one by one: keep them all.
                 s.arm();
-                v.push(FiberStack::Slab(s));
+                v.push(stack);
             }
-            g @ FiberStack::Guarded(_) => {
+            FiberStack::Guarded(_) => {
                 if v.len() < MAX_POOLED {
-                    v.push(g);
+                    v.push(stack);
                 } else {
-                    drop(g);
+                    drop(stack);
                     self.unmapped += 1;
                 }
             }
