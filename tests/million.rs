@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use numafiber::{fiber, Policy, Runtime, Topology};
+use numafiber::{fiber, sync, Policy, Runtime, Topology};
 
 fn status_kib(key: &str) -> usize {
     std::fs::read_to_string("/proc/self/status")
@@ -30,7 +30,7 @@ fn a_million_parked_fibers() {
     let stack: usize = std::env::var("MILLION_STACK").ok().and_then(|s| s.parse().ok()).unwrap_or(6 * 1024);
     #[allow(non_snake_case)]
     let STACK = stack;
-    // SAFETY: the fibers below only sleep; the shutdown's forced unwind of
+    // SAFETY: the fibers below only wait; the shutdown's forced unwind of
     // a parked fiber needs more than 5 KiB (measured: 4 and 5 KiB stacks
     // overflow during the unwind, 6 KiB do not). RSS per parked fiber is
     // about the stack size plus ~400 bytes, so 6 KiB meets the 8 KiB target.
@@ -45,15 +45,29 @@ fn a_million_parked_fibers() {
     .build()
     .unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
+    // Half of them wait on an event nobody sets, half on a channel nobody
+    // sends on (the sender stays alive until after shutdown).
+    let event = Arc::new(sync::Event::new());
+    let (tx, rx) = sync::channel::unbounded::<u8>();
     let rss0 = status_kib("VmRSS:");
     let t0 = Instant::now();
-    for _ in 0..N {
+    for i in 0..N {
         let c = Counted(drops.clone());
-        drop(rt.spawn(move || {
-            let _c = c;
-            fiber::sleep(Duration::from_secs(3600));
-        }));
+        if i % 2 == 0 {
+            let ev = event.clone();
+            drop(rt.spawn(move || {
+                let _c = c;
+                ev.wait();
+            }));
+        } else {
+            let rx = rx.clone();
+            drop(rt.spawn(move || {
+                let _c = c;
+                let _ = rx.recv();
+            }));
+        }
     }
+    drop(rx);
     // Wait until every fiber has started and parked.
     let parked = || rt.stats().workers.iter().map(|w| w.parks).sum::<u64>();
     while parked() < N as u64 {
@@ -71,6 +85,7 @@ fn a_million_parked_fibers() {
     let t1 = Instant::now();
     rt.shutdown();
     let shutdown = t1.elapsed();
+    drop(tx);
     eprintln!("shutdown with {N} parked fibers: {shutdown:?}");
     assert_eq!(drops.load(Ordering::Relaxed), N, "every parked fiber's destructors ran exactly once");
     assert!(per_fiber < 16.0 * 1024.0, "RSS per parked fiber {per_fiber:.0} bytes");
