@@ -56,6 +56,30 @@ struct State<T> {
     cap: Option<usize>,
     senders: usize,
     receivers: usize,
+    /// Blocked senders / receivers in the wait queue. Counted so that
+    /// looking for a waiter of the other kind is O(1) when there is none
+    /// (a queue of a million blocked receivers is not scanned per recv).
+    send_waiters: usize,
+    recv_waiters: usize,
+}
+
+impl<T> State<T> {
+    fn grant_send(q: &mut Locked<'_, T>) -> Option<super::queue::Entry<Slot<T>>> {
+        if q.state.send_waiters == 0 {
+            return None;
+        }
+        let e = q.grant_first_where(is_send)?;
+        q.state.send_waiters -= 1;
+        Some(e)
+    }
+    fn grant_recv(q: &mut Locked<'_, T>) -> Option<super::queue::Entry<Slot<T>>> {
+        if q.state.recv_waiters == 0 {
+            return None;
+        }
+        let e = q.grant_first_where(is_recv)?;
+        q.state.recv_waiters -= 1;
+        Some(e)
+    }
 }
 
 struct Chan<T> {
@@ -125,7 +149,7 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 
 fn new<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
-        q: WaitQueue::new(State { buf: VecDeque::new(), cap, senders: 1, receivers: 1 }),
+        q: WaitQueue::new(State { buf: VecDeque::new(), cap, senders: 1, receivers: 1, send_waiters: 0, recv_waiters: 0 }),
         no_senders: AtomicBool::new(false),
         no_receivers: AtomicBool::new(false),
     });
@@ -258,7 +282,7 @@ impl<T> Chan<T> {
     /// Try to place `v` without waiting. `Err(v)` when it must wait.
     /// Returns a receiver to wake.
     fn offer(&self, q: &mut Locked<'_, T>, v: T) -> Result<Option<super::queue::Entry<Slot<T>>>, T> {
-        if let Some(r) = q.grant_first_where(is_recv) {
+        if let Some(r) = State::grant_recv(q) {
             q.state.buf.push_back(v);
             return Ok(Some(r));
         }
@@ -276,7 +300,7 @@ impl<T> Chan<T> {
             let room = q.state.cap.is_none_or(|c| q.state.buf.len() < c);
             let mut woken = None;
             if room {
-                if let Some(mut e) = q.grant_first_where(is_send) {
+                if let Some(mut e) = State::grant_send(q) {
                     if let Slot::Send(sv) = std::mem::replace(&mut e.payload, Slot::Recv) {
                         q.state.buf.push_back(sv);
                     }
@@ -285,7 +309,7 @@ impl<T> Chan<T> {
             }
             return Some((v, woken));
         }
-        let mut e = q.grant_first_where(is_send)?;
+        let mut e = State::grant_send(q)?;
         match std::mem::replace(&mut e.payload, Slot::Recv) {
             Slot::Send(v) => Some((v, Some(e))),
             Slot::Recv => unreachable!("selected a sender"),
@@ -366,6 +390,7 @@ impl<T> Sender<T> {
             if crate::fiber::current_cannot_suspend() {
                 return Err(TrySendError::Disconnected(v));
             }
+            q.state.send_waiters += 1;
             q.push(Slot::Send(v)) // senders do not spin: see SPIN_YIELDS
         };
         let chan = &*self.chan;
@@ -374,7 +399,7 @@ impl<T> Sender<T> {
             &node,
             deadline,
             Reason::new(wait_kind::CHAN_SEND, chan),
-            |_| {},
+            |q| q.state.send_waiters -= 1,
             || {},
             || chan.no_receivers.load(Acquire),
         );
@@ -506,6 +531,7 @@ impl<T> Receiver<T> {
                     crate::fiber::yield_now();
                     continue;
                 }
+                q.state.recv_waiters += 1;
                 q.push(Slot::Recv)
             };
             // Unwound after a send granted us: pass the message on.
@@ -515,7 +541,7 @@ impl<T> Receiver<T> {
                     if q.state.buf.is_empty() {
                         None
                     } else {
-                        q.grant_first_where(is_recv)
+                        State::grant_recv(&mut q)
                     }
                 };
                 if let Some(w) = w {
@@ -527,7 +553,7 @@ impl<T> Receiver<T> {
                 &node,
                 deadline,
                 Reason::new(wait_kind::CHAN_RECV, chan),
-                |_| {},
+                |q| q.state.recv_waiters -= 1,
                 pass_on,
                 || chan.no_senders.load(Acquire),
             );

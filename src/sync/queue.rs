@@ -70,16 +70,28 @@ impl Node {
 
 /// A queued waiter.
 pub(crate) struct Entry<P> {
-    pub(crate) id: u64,
     pub(crate) node: Arc<Node>,
     pub(crate) payload: P,
 }
 
 /// State and waiters of one primitive, behind the internal lock.
+///
+/// Waiters sit in arrival (= id) order. A waiter that leaves early (timeout,
+/// cancellation, shutdown) is found by binary search on its id and leaves a
+/// tombstone instead of shifting the queue, so leaving is O(log n) and a
+/// shutdown that unwinds n waiters of one primitive costs O(n log n), not
+/// O(n^2). Tombstones are skipped when granting, never left at the front,
+/// and compacted away once they outnumber the live waiters.
 pub(crate) struct Inner<S, P> {
     pub(crate) state: S,
-    waiters: VecDeque<Entry<P>>,
+    waiters: VecDeque<Slot<P>>,
+    live: usize,
     next_id: u64,
+}
+
+struct Slot<P> {
+    id: u64,
+    entry: Option<Entry<P>>,
 }
 
 impl<S, P> Inner<S, P> {
@@ -88,31 +100,44 @@ impl<S, P> Inner<S, P> {
         let id = self.next_id;
         self.next_id += 1;
         let node = Node::new();
-        self.waiters.push_back(Entry { id, node: node.clone(), payload });
+        self.waiters.push_back(Slot { id, entry: Some(Entry { node: node.clone(), payload }) });
+        self.live += 1;
         (id, node)
+    }
+    /// Drop tombstones at the front (the front is then live, or empty).
+    fn clean_front(&mut self) {
+        while self.waiters.front().is_some_and(|s| s.entry.is_none()) {
+            self.waiters.pop_front();
+        }
     }
     /// Pop and signal the first waiter; the caller wakes it after unlocking.
     pub(crate) fn grant_first(&mut self) -> Option<Entry<P>> {
-        let e = self.waiters.pop_front()?;
+        self.clean_front();
+        let e = self.waiters.pop_front()?.entry?;
+        self.live -= 1;
+        self.clean_front();
         e.node.signal();
         Some(e)
     }
     pub(crate) fn front(&self) -> Option<&Entry<P>> {
-        self.waiters.front()
+        self.waiters.iter().find_map(|s| s.entry.as_ref())
     }
     pub(crate) fn has_waiters(&self) -> bool {
-        !self.waiters.is_empty()
+        self.live > 0
     }
     /// Pop and signal the first waiter whose payload matches.
     pub(crate) fn grant_first_where(&mut self, f: impl Fn(&P) -> bool) -> Option<Entry<P>> {
-        let i = self.waiters.iter().position(|e| f(&e.payload))?;
-        let e = self.waiters.remove(i)?;
+        let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
+        let e = self.waiters[i].entry.take()?;
+        self.live -= 1;
+        self.clean_front();
         e.node.signal();
         Some(e)
     }
     /// Pop and signal every waiter.
     pub(crate) fn grant_all(&mut self) -> Vec<Entry<P>> {
-        let v: Vec<_> = self.waiters.drain(..).collect();
+        let v: Vec<_> = self.waiters.drain(..).filter_map(|s| s.entry).collect();
+        self.live = 0;
         for e in &v {
             e.node.signal();
         }
@@ -120,11 +145,17 @@ impl<S, P> Inner<S, P> {
     }
     /// Wake every waiter without removing it (they re-check the state).
     pub(crate) fn nodes(&self) -> Vec<Arc<Node>> {
-        self.waiters.iter().map(|e| e.node.clone()).collect()
+        self.waiters.iter().filter_map(|s| s.entry.as_ref().map(|e| e.node.clone())).collect()
     }
     fn remove(&mut self, id: u64) -> Option<Entry<P>> {
-        let i = self.waiters.iter().position(|e| e.id == id)?;
-        self.waiters.remove(i)
+        let i = self.waiters.binary_search_by_key(&id, |s| s.id).ok()?;
+        let e = self.waiters[i].entry.take()?;
+        self.live -= 1;
+        self.clean_front();
+        if self.waiters.len() > 64 && self.waiters.len() > 2 * self.live {
+            self.waiters.retain(|s| s.entry.is_some());
+        }
+        Some(e)
     }
 }
 
@@ -169,7 +200,7 @@ pub(crate) struct WaitQueue<S, P = ()> {
 
 impl<S, P> WaitQueue<S, P> {
     pub(crate) const fn new(state: S) -> Self {
-        WaitQueue { inner: StdMutex::new(Inner { state, waiters: VecDeque::new(), next_id: 0 }) }
+        WaitQueue { inner: StdMutex::new(Inner { state, waiters: VecDeque::new(), live: 0, next_id: 0 }) }
     }
 
     /// Take the internal lock (never held across a park or user code, so
