@@ -11,7 +11,7 @@ use std::time::Instant;
 use numafiber::sim::{distances, simulate, CostModel, MatrixParams, SimConfig, Workload};
 use numafiber::{StealChunk, Topology};
 
-use crate::bench::{self, CliError, RunResult, Summary, Variant};
+use crate::bench::{self, parse_num, usage, CliError, RunResult, Summary, Variant};
 
 pub const USAGE_LINE: &str = "usage: simulate [--policy all|NAME[,NAME..]] [--topology uniform:NxP|synthetic:DESC|xml:PATH] \
 [--distances keep|epyc|xeon] [--workers N] [--workload matrix|fib|dag|producer] [--mults N] [--thieves N] [--size N] \
@@ -51,9 +51,6 @@ options:
   --quick           short sweeps and small sizes, for CI
 ";
 
-fn usage<T>(msg: impl Into<String>) -> Result<T, CliError> {
-    Err(CliError::Usage(msg.into()))
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -138,14 +135,6 @@ struct Settings {
     quick: bool,
 }
 
-fn parse_num(flag: &str, v: Option<&String>, min: usize) -> Result<usize, CliError> {
-    let Some(v) = v else { return usage(format!("{flag} needs a number")) };
-    match v.parse::<usize>() {
-        Ok(n) if n >= min => Ok(n),
-        Ok(n) => usage(format!("{flag} {n}: must be at least {min}")),
-        Err(_) => usage(format!("{flag} `{v}`: not a number")),
-    }
-}
 
 /// The topology of `spec` with the distance preset `dist` applied.
 pub fn build_topology(spec: &str, dist: &str) -> Result<Topology, CliError> {

@@ -68,7 +68,7 @@ pub enum CliError {
     Usage(String),
 }
 
-fn usage<T>(msg: impl Into<String>) -> Result<T, CliError> {
+pub fn usage<T>(msg: impl Into<String>) -> Result<T, CliError> {
     Err(CliError::Usage(msg.into()))
 }
 
@@ -179,7 +179,7 @@ struct Settings {
     quick: bool,
 }
 
-fn parse_num(flag: &str, v: Option<&String>, min: usize) -> Result<usize, CliError> {
+pub fn parse_num(flag: &str, v: Option<&String>, min: usize) -> Result<usize, CliError> {
     let Some(v) = v else { return usage(format!("{flag} needs a number")) };
     match v.parse::<usize>() {
         Ok(n) if n >= min => Ok(n),
@@ -271,7 +271,7 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
     Ok(Settings { base, runs, variants, topology, balance, sweeps, out, quick })
 }
 
-fn check_writable(dir: &Path) -> Result<(), CliError> {
+pub fn check_writable(dir: &Path) -> Result<(), CliError> {
     let probe = dir.join(".thesis_bench_write_test");
     let r = fs::create_dir_all(dir).and_then(|_| fs::write(&probe, b"ok")).and_then(|_| fs::remove_file(&probe));
     r.map_err(|e| CliError::Usage(format!("--out {}: cannot write there ({e})", dir.display())))
