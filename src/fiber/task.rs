@@ -31,6 +31,8 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+
+use crate::loom::sync::atomic::AtomicU8 as StateCell;
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -81,7 +83,8 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// `Some(w)`: never migrates off worker `w`.
     pub(crate) pinned: Option<usize>,
-    state: AtomicU8,
+    /// Lifecycle and token (module docs); a loom atomic under `cfg(loom)`.
+    state: StateCell,
     /// Set while the shutdown drain destroys this task: the fiber must not
     /// suspend any more.
     pub(crate) cancelling: Cell<bool>,
@@ -169,7 +172,7 @@ impl Task {
             name,
             stack_size,
             pinned,
-            state: AtomicU8::new(QUEUED),
+            state: StateCell::new(QUEUED),
             cancelling: Cell::new(false),
             stack_lo: AtomicUsize::new(0),
             wait_kind: AtomicU8::new(wait_kind::NONE),
