@@ -72,8 +72,6 @@ pub(crate) struct Body {
     pub(crate) yielder: *const FiberYielder,
     /// Registered in the runtime's parked-task registry.
     pub(crate) registered: bool,
-    /// Worker that last ran the fiber.
-    pub(crate) last_worker: usize,
 }
 
 /// A fiber: identity, scheduling state and body.
@@ -91,6 +89,14 @@ pub(crate) struct Task {
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
+    /// Worker that last ran the fiber. Written (relaxed) by the holder of
+    /// the run permission when it resumes the fiber; read by a waker after
+    /// it won `PARKED -> QUEUED` (whose acquire orders the write before).
+    /// Not in the body: the shutdown drain may take the permission back
+    /// from a `QUEUED` task (`transition_to_cancelled`) and destroy the
+    /// body while that waker is still looking for a queue (found by the
+    /// loom model `cancel_vs_wake`).
+    last_worker: AtomicUsize,
     /// What the fiber is parked on (`wait_kind::*`), for the deadlock
     /// report. Written by the fiber itself around a park, read by the
     /// `block_on` thread; relaxed, since the report only reads it after
@@ -175,6 +181,7 @@ impl Task {
             state: StateCell::new(QUEUED),
             cancelling: Cell::new(false),
             stack_lo: AtomicUsize::new(0),
+            last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
@@ -182,7 +189,6 @@ impl Task {
                 coro: None,
                 yielder: std::ptr::null(),
                 registered: false,
-                last_worker: pinned.unwrap_or(0),
             }),
         })
     }
@@ -294,6 +300,18 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// The worker that last ran the fiber (see the field).
+    #[inline]
+    pub(crate) fn last_worker(&self) -> usize {
+        self.last_worker.load(Relaxed)
+    }
+
+    /// The holder of the run permission resumes the fiber on worker `w`.
+    #[inline]
+    pub(crate) fn set_last_worker(&self, w: usize) {
+        self.last_worker.store(w, Relaxed);
     }
 
     /// Parked with no wake-up pending (deadlock report).

@@ -133,6 +133,10 @@ impl FiberState {
     pub fn is_parked(&self) -> bool {
         self.0.is_parked()
     }
+    /// What `Shared::reschedule` reads after winning `PARKED -> QUEUED`.
+    pub fn last_worker(&self) -> usize {
+        self.0.last_worker()
+    }
 }
 
 // ----- join packet -----

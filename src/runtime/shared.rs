@@ -285,8 +285,7 @@ impl Shared {
         }
         if !self.draining.load(Relaxed) {
             if let Some(me) = self.local_worker_index() {
-                // SAFETY: we hold the run permission, so the body is ours.
-                let last = unsafe { task.body().last_worker };
+                let last = task.last_worker();
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
                 // SAFETY: as in `submit`.
                 let w = unsafe { &*tls::worker_ptr() };
@@ -295,8 +294,9 @@ impl Shared {
                 return;
             }
         }
-        // SAFETY: we hold the run permission, so reading the body is ours.
-        let last = unsafe { task.body().last_worker };
+        // Not the body: the shutdown drain may be destroying it already
+        // (see `Task::last_worker`).
+        let last = task.last_worker();
         self.workers[last].inbox.push(Runnable::Task(task));
         self.notify_worker(last);
     }

@@ -341,8 +341,8 @@ impl WorkerLocal {
         // private yield queue), so the body is ours. Only the `coro` field
         // is borrowed mutably across the resume below; the fiber itself
         // reads the disjoint `yielder` field through the raw pointer.
+        task.set_last_worker(self.index);
         let (slot, entry) = unsafe {
-            (*body).last_worker = self.index;
             (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
         if slot.is_none() {
