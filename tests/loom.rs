@@ -63,7 +63,8 @@ fn check(name: &str, bound: Option<usize>, f: impl Fn() + Sync + Send + 'static)
     eprintln!(
         "loom model {name}: {n} interleavings explored in {:.2?} (preemption bound {})",
         t0.elapsed(),
-        b.preemption_bound.map_or("none".to_string(), |p| p.to_string())
+        b.preemption_bound
+            .map_or("none".to_string(), |p| p.to_string())
     );
 }
 
@@ -122,7 +123,12 @@ impl Rt {
     fn new(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
         Arc::new(Rt {
             idle: IdleSet::new(workers),
-            queues: (0..workers).map(|_| WorkerQueues { deque: Queue::new(), inbox: Queue::new() }).collect(),
+            queues: (0..workers)
+                .map(|_| WorkerQueues {
+                    deque: Queue::new(),
+                    inbox: Queue::new(),
+                })
+                .collect(),
             steals,
             shutdown: AtomicBool::new(false),
             done: AtomicUsize::new(0),
@@ -158,7 +164,11 @@ impl Rt {
             return true;
         }
         self.steals
-            && self.queues.iter().enumerate().any(|(i, q)| i != me && (!q.deque.is_empty() || !q.inbox.is_empty()))
+            && self
+                .queues
+                .iter()
+                .enumerate()
+                .any(|(i, q)| i != me && (!q.deque.is_empty() || !q.inbox.is_empty()))
     }
 
     /// `WorkerLocal::steal`: count ourselves searching, try every victim.
@@ -167,14 +177,17 @@ impl Rt {
             return false;
         }
         self.idle.begin_search();
-        let got = self.queues.iter().enumerate().any(|(i, q)| i != me && (q.deque.pop() || q.inbox.pop()));
+        let got = self
+            .queues
+            .iter()
+            .enumerate()
+            .any(|(i, q)| i != me && (q.deque.pop() || q.inbox.pop()));
         self.idle.end_search();
         got
     }
 
     /// `WorkerLocal::run` with `park_idle`'s closures.
     fn worker_loop(&self, me: usize) {
-        self.idle.register_current(me);
         loop {
             if self.shutdown.load(Acquire) {
                 break;
@@ -217,11 +230,15 @@ impl Rt {
     }
 }
 
+/// Start workers `first..`; like `Builder::build`, their thread handles are
+/// known before anyone may wake them.
 fn spawn_workers(rt: &Arc<Rt>, first: usize) -> Vec<thread::JoinHandle<()>> {
     (first..rt.queues.len())
         .map(|i| {
-            let rt = rt.clone();
-            thread::spawn(move || rt.worker_loop(i))
+            let rt2 = rt.clone();
+            let h = thread::spawn(move || rt2.worker_loop(i));
+            rt.idle.set_thread(i, h.thread().clone());
+            h
         })
         .collect()
 }
@@ -243,17 +260,15 @@ fn park_vs_spawn() {
         let _ = rt.main.set(thread::current());
         let mut workers = spawn_workers(&rt, 1);
         let rt0 = rt.clone();
-        workers.insert(
-            0,
-            thread::spawn(move || {
-                rt0.idle.register_current(0);
-                // The running fiber's body: two spawns.
-                rt0.push_local(0);
-                rt0.push_remote(1);
-                // The fiber returned: back to the worker loop.
-                rt0.worker_loop(0);
-            }),
-        );
+        let h0 = thread::spawn(move || {
+            // The running fiber's body: two spawns.
+            rt0.push_local(0);
+            rt0.push_remote(1);
+            // The fiber returned: back to the worker loop.
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
         rt.finish(workers);
     });
 }
@@ -267,15 +282,13 @@ fn park_vs_spawn_no_steal() {
         let _ = rt.main.set(thread::current());
         let mut workers = spawn_workers(&rt, 1);
         let rt0 = rt.clone();
-        workers.insert(
-            0,
-            thread::spawn(move || {
-                rt0.idle.register_current(0);
-                rt0.push_local(0);
-                rt0.push_remote(1);
-                rt0.worker_loop(0);
-            }),
-        );
+        let h0 = thread::spawn(move || {
+            rt0.push_local(0);
+            rt0.push_remote(1);
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
         rt.finish(workers);
     });
 }
@@ -304,18 +317,22 @@ fn remote_inbox() {
 /// its sleep: two claims race too, only one may win and count.
 #[test]
 fn remote_inbox_two_pushers() {
-    check("remote_inbox_two_pushers (1 worker, 2 foreign pushers)", Some(3), || {
-        let rt = Rt::new(1, false, 2);
-        let _ = rt.main.set(thread::current());
-        let workers = spawn_workers(&rt, 0);
-        let rt2 = rt.clone();
-        let mut workers = workers;
-        // Joined in `finish`, after the wait: loom does not support an
-        // `unpark` of a thread blocked in `JoinHandle::join`.
-        workers.push(thread::spawn(move || rt2.push_remote(0)));
-        rt.push_remote(0);
-        rt.finish(workers);
-    });
+    check(
+        "remote_inbox_two_pushers (1 worker, 2 foreign pushers)",
+        Some(3),
+        || {
+            let rt = Rt::new(1, false, 2);
+            let _ = rt.main.set(thread::current());
+            let workers = spawn_workers(&rt, 0);
+            let rt2 = rt.clone();
+            let mut workers = workers;
+            // Joined in `finish`, after the wait: loom does not support an
+            // `unpark` of a thread blocked in `JoinHandle::join`.
+            workers.push(thread::spawn(move || rt2.push_remote(0)));
+            rt.push_remote(0);
+            rt.finish(workers);
+        },
+    );
 }
 
 /// A foreign thread wakes a parked fiber (`Shared::wake`: the real
@@ -325,19 +342,23 @@ fn remote_inbox_two_pushers() {
 /// `transition_to_running`.
 #[test]
 fn remote_wake_of_parked_fiber() {
-    check("remote_wake_of_parked_fiber (2 workers, stealing)", Some(3), || {
-        let fiber = FiberState::new();
-        assert!(fiber.transition_to_running());
-        assert!(fiber.transition_to_parked());
-        let rt = Rt::new(2, true, 1);
-        let _ = rt.main.set(thread::current());
-        let workers = spawn_workers(&rt, 0);
-        if fiber.transition_to_notified() {
-            rt.push_remote(0);
-        }
-        rt.finish(workers);
-        assert!(fiber.transition_to_running(), "the woken fiber is QUEUED");
-    });
+    check(
+        "remote_wake_of_parked_fiber (2 workers, stealing)",
+        Some(3),
+        || {
+            let fiber = FiberState::new();
+            assert!(fiber.transition_to_running());
+            assert!(fiber.transition_to_parked());
+            let rt = Rt::new(2, true, 1);
+            let _ = rt.main.set(thread::current());
+            let workers = spawn_workers(&rt, 0);
+            if fiber.transition_to_notified() {
+                rt.push_remote(0);
+            }
+            rt.finish(workers);
+            assert!(fiber.transition_to_running(), "the woken fiber is QUEUED");
+        },
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -408,7 +429,11 @@ fn park_token() {
         }
         waker.join().unwrap();
         let requeued = requeued.load(Relaxed);
-        assert_eq!(went_on as usize + requeued, 1, "went_on={went_on} requeued={requeued}");
+        assert_eq!(
+            went_on as usize + requeued,
+            1,
+            "went_on={went_on} requeued={requeued}"
+        );
         if requeued == 1 {
             // Popped by a worker: it must get the permission.
             assert!(fiber.transition_to_running());
@@ -444,7 +469,11 @@ fn park_token_two_wakers() {
             w.join().unwrap();
         }
         let requeued = requeued.load(Relaxed);
-        assert_eq!(went_on as usize + requeued, 1, "went_on={went_on} requeued={requeued}");
+        assert_eq!(
+            went_on as usize + requeued,
+            1,
+            "went_on={went_on} requeued={requeued}"
+        );
     });
 }
 
@@ -508,8 +537,14 @@ fn yield_keeps_token() {
         fiber.transition_to_queued_after_yield();
         assert!(fiber.transition_to_running());
         let waker_requeued = waker.join().unwrap();
-        assert!(!waker_requeued, "a running or queued fiber is never requeued by a waker");
-        assert!(fiber.take_token(), "the wake-up token was lost across a yield");
+        assert!(
+            !waker_requeued,
+            "a running or queued fiber is never requeued by a waker"
+        );
+        assert!(
+            fiber.take_token(),
+            "the wake-up token was lost across a yield"
+        );
     });
 }
 

@@ -57,9 +57,12 @@ impl IdleSet {
             ),
         }
     }
-    /// Worker `i` records its thread handle (`worker_main` does this first).
-    pub fn register_current(&self, i: usize) {
-        let _ = self.workers.0[i].thread.set(::loom::thread::current());
+    /// Record worker `i`'s thread handle. `worker_main` does this first
+    /// thing, and `Builder::build` waits for every worker to have started,
+    /// so it happens before anyone can wake the worker; the models call it
+    /// from the spawning thread to get the same order.
+    pub fn set_thread(&self, i: usize, t: ::loom::thread::Thread) {
+        let _ = self.workers.0[i].thread.set(t);
     }
     /// `Worker::park_idle`: `Idle::sleep` with the worker's closures.
     pub fn sleep(&self, i: usize, has_work: impl FnOnce() -> bool, park: impl FnMut() -> bool) {
