@@ -563,6 +563,10 @@ fn yield_keeps_token() {
 #[test]
 fn latch_set_vs_wait() {
     check("latch_set_vs_wait", None, || {
+        // A stale wake-up token (a fiber's `NOTIFIED` bit left from an
+        // earlier wake; parks may return spuriously): the owner's first
+        // park returns at once, so it can look at the latch at any time.
+        thread::current().unpark();
         let mut job = ForkJob::new(|| 5u32);
         let r = job.job_ref();
         // SAFETY: `job` outlives the thief (joined below).
@@ -577,6 +581,10 @@ fn latch_set_vs_wait() {
 #[test]
 fn latch_cancel_vs_wait() {
     check("latch_cancel_vs_wait", None, || {
+        // A stale wake-up token (a fiber's `NOTIFIED` bit left from an
+        // earlier wake; parks may return spuriously): the owner's first
+        // park returns at once, so it can look at the latch at any time.
+        thread::current().unpark();
         let mut job = ForkJob::new(|| 5u32);
         let r = job.job_ref();
         // SAFETY: as above.
