@@ -26,7 +26,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use crate::loom::cell::UnsafeCell as CheckedCell;
+use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
 use crate::error::JoinError;
@@ -65,12 +65,12 @@ pub(crate) struct Latch {
     state: AtomicU8,
     /// Written by the owner only while `PENDING`; read by the setter only
     /// after it swapped out `SLEEPING`.
-    waiter: CheckedCell<Option<Waiter>>,
+    waiter: TrackedUnsafeCell<Option<Waiter>>,
 }
 
 impl Latch {
     fn new() -> Latch {
-        Latch { state: AtomicU8::new(PENDING), waiter: CheckedCell::new(None) }
+        Latch { state: AtomicU8::new(PENDING), waiter: TrackedUnsafeCell::new(None) }
     }
 
     /// Mark the job finished and wake its owner.
@@ -182,7 +182,7 @@ impl JobRef {
 pub(crate) struct StackJob<F, R> {
     header: JobHeader,
     f: UnsafeCell<Option<F>>,
-    result: CheckedCell<Option<Result<R, JoinError>>>,
+    result: TrackedUnsafeCell<Option<Result<R, JoinError>>>,
 }
 
 impl<F, R> StackJob<F, R>
@@ -199,7 +199,7 @@ where
                 runner: Mutex::new(None),
             },
             f: UnsafeCell::new(Some(f)),
-            result: CheckedCell::new(None),
+            result: TrackedUnsafeCell::new(None),
         }
     }
 
