@@ -563,6 +563,14 @@ fn yield_keeps_token() {
 /// exclusive access to the latch, the waiter slot and the result right
 /// after the owner observes the final state, so loom reports any executor
 /// access not ordered before that point.
+///
+/// Limit, checked by hand: moving the setter's waiter access, or adding an
+/// extra atomic load, *after* its final `WOKEN` store is not reported.
+/// loom does not schedule between a store and a following cell access, and
+/// its DPOR does not treat `with_mut` as conflicting with a load, so the
+/// owner never runs in that window. This model checks the result and
+/// waiter hand-off and that no wake-up is lost; "the final store is the
+/// setter's last access" still rests on reading `Latch::set`.
 #[test]
 fn latch_set_vs_wait() {
     check("latch_set_vs_wait", None, || {
