@@ -58,6 +58,8 @@
 
 mod error;
 pub mod fiber;
+#[allow(dead_code)]
+pub(crate) mod loom;
 pub mod graph;
 pub mod policy;
 pub mod runtime;
@@ -65,6 +67,12 @@ pub mod sim;
 pub mod sync;
 pub mod topology;
 mod worker;
+
+/// Thin public wrappers around the protocol code, for the loom models in
+/// `tests/loom.rs` only (built with `RUSTFLAGS="--cfg loom"`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use crate::loom::model as __loom;
 
 pub use error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
 pub use policy::{Policy, PolicyOptions, StealChunk};

@@ -24,8 +24,10 @@
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering::*};
 use std::sync::Mutex;
+
+use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
+use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
 use crate::error::JoinError;
 use crate::fiber::packet::{park_caller, FiberMain, Waiter};
@@ -63,12 +65,12 @@ pub(crate) struct Latch {
     state: AtomicU8,
     /// Written by the owner only while `PENDING`; read by the setter only
     /// after it swapped out `SLEEPING`.
-    waiter: UnsafeCell<Option<Waiter>>,
+    waiter: TrackedUnsafeCell<Option<Waiter>>,
 }
 
 impl Latch {
     fn new() -> Latch {
-        Latch { state: AtomicU8::new(PENDING), waiter: UnsafeCell::new(None) }
+        Latch { state: AtomicU8::new(PENDING), waiter: TrackedUnsafeCell::new(None) }
     }
 
     /// Mark the job finished and wake its owner.
@@ -85,7 +87,7 @@ impl Latch {
             // latch is still alive: take the waiter out, then release.
             // SAFETY: the owner wrote the slot before its CAS to SLEEPING
             // (which our swap acquired) and no longer touches it.
-            let w = unsafe { (*(*latch).waiter.get()).take() };
+            let w = unsafe { (*latch).waiter.with_mut(|p| (*p).take()) };
             // SAFETY: still alive: the owner waits for this store.
             unsafe { (*latch).state.store(WOKEN, Release) };
             if let Some(w) = w {
@@ -107,12 +109,14 @@ impl Latch {
                 DONE if !registered => return,
                 PENDING => {
                     // SAFETY: while PENDING only the owner touches the slot.
-                    unsafe { *self.waiter.get() = Some(Waiter::current()) };
+                    let me = Waiter::current();
+                    // SAFETY: as above.
+                    self.waiter.with_mut(|p| unsafe { *p = Some(me) });
                     if self.state.compare_exchange(PENDING, SLEEPING, AcqRel, Acquire).is_err() {
                         // Finished meanwhile (DONE): the setter saw PENDING
                         // and will not read the slot. Take our waiter back.
                         // SAFETY: as above; nobody else reads it now.
-                        drop(unsafe { (*self.waiter.get()).take() });
+                        drop(self.waiter.with_mut(|p| unsafe { (*p).take() }));
                         return;
                     }
                     registered = true;
@@ -178,7 +182,7 @@ impl JobRef {
 pub(crate) struct StackJob<F, R> {
     header: JobHeader,
     f: UnsafeCell<Option<F>>,
-    result: UnsafeCell<Option<Result<R, JoinError>>>,
+    result: TrackedUnsafeCell<Option<Result<R, JoinError>>>,
 }
 
 impl<F, R> StackJob<F, R>
@@ -195,7 +199,7 @@ where
                 runner: Mutex::new(None),
             },
             f: UnsafeCell::new(Some(f)),
-            result: UnsafeCell::new(None),
+            result: TrackedUnsafeCell::new(None),
         }
     }
 
@@ -216,11 +220,22 @@ where
         self.header.latch.wait();
         // SAFETY: the latch is set: the executor wrote the result before
         // and no longer touches the job.
-        unsafe { (*self.result.get()).take() }.unwrap_or_else(|| Err(JoinError::cancelled()))
+        self.result.with_mut(|p| unsafe { (*p).take() }).unwrap_or_else(|| Err(JoinError::cancelled()))
     }
 
     pub(crate) fn is_done(&self) -> bool {
         self.header.latch.probe()
+    }
+
+    /// loom models only: the owner is about to free the job (it observed
+    /// the final latch state). Claims exclusive access to every part the
+    /// executor touches, so loom reports any executor access that is not
+    /// ordered before this point, and any that comes after it.
+    #[cfg(loom)]
+    pub(crate) fn assert_free(&mut self) {
+        self.header.latch.state.with_mut(|_| ());
+        self.header.latch.waiter.with_mut(|_| ());
+        self.result.with_mut(|_| ());
     }
 
     /// The fiber running this job on a thief, if any (shutdown drain).
@@ -245,7 +260,7 @@ where
         };
         // SAFETY: as above; then the latch is our last access.
         unsafe {
-            *(*this).result.get() = Some(r);
+            (*this).result.with_mut(|p| *p = Some(r));
             Latch::set(std::ptr::addr_of!((*this).header.latch));
         }
     }
@@ -255,9 +270,11 @@ where
         // SAFETY: as in `execute_raw`.
         unsafe {
             drop((*(*this).f.get()).take());
-            if (*(*this).result.get()).is_none() {
-                *(*this).result.get() = Some(Err(JoinError::cancelled()));
-            }
+            (*this).result.with_mut(|p| {
+                if (*p).is_none() {
+                    *p = Some(Err(JoinError::cancelled()));
+                }
+            });
             Latch::set(std::ptr::addr_of!((*this).header.latch));
         }
     }

@@ -151,7 +151,7 @@ fn suspend(reason: Suspend) {
 /// wake-up token is pending). May return spuriously: callers loop.
 pub(crate) fn park_current() {
     let Some(t) = current_task() else {
-        std::thread::park();
+        crate::loom::thread::park();
         return;
     };
     if t.take_token() || cannot_suspend(t) {

@@ -2,9 +2,11 @@
 //! main function that fills it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::Thread;
+use std::sync::Arc;
+
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::{Mutex, MutexGuard};
+use crate::loom::thread::{self, Thread};
 
 use crate::error::JoinError;
 use crate::fiber::task::TaskRef;
@@ -23,7 +25,7 @@ impl Waiter {
     pub(crate) fn current() -> Waiter {
         match crate::fiber::current_task_and_shared() {
             Some((task, shared)) => Waiter::Fiber { task, shared },
-            None => Waiter::Thread(std::thread::current()),
+            None => Waiter::Thread(thread::current()),
         }
     }
 
@@ -47,7 +49,7 @@ impl Waiter {
 /// Block the caller (fiber or thread) until woken; may return spuriously.
 pub(crate) fn park_caller() {
     if tls::current_task_ptr().is_null() {
-        std::thread::park();
+        thread::park();
     } else {
         crate::fiber::park_current();
     }

@@ -31,6 +31,8 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+
+use crate::loom::sync::atomic::AtomicU8 as StateCell;
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -70,8 +72,6 @@ pub(crate) struct Body {
     pub(crate) yielder: *const FiberYielder,
     /// Registered in the runtime's parked-task registry.
     pub(crate) registered: bool,
-    /// Worker that last ran the fiber.
-    pub(crate) last_worker: usize,
 }
 
 /// A fiber: identity, scheduling state and body.
@@ -81,13 +81,22 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// `Some(w)`: never migrates off worker `w`.
     pub(crate) pinned: Option<usize>,
-    state: AtomicU8,
+    /// Lifecycle and token (module docs); a loom atomic under `cfg(loom)`.
+    state: StateCell,
     /// Set while the shutdown drain destroys this task: the fiber must not
     /// suspend any more.
     pub(crate) cancelling: Cell<bool>,
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
+    /// Worker that last ran the fiber. Written (relaxed) by the holder of
+    /// the run permission when it resumes the fiber; read by a waker after
+    /// it won `PARKED -> QUEUED` (whose acquire orders the write before).
+    /// Not in the body: the shutdown drain may take the permission back
+    /// from a `QUEUED` task (`transition_to_cancelled`) and destroy the
+    /// body while that waker is still looking for a queue (found by the
+    /// loom model `cancel_vs_wake`).
+    last_worker: AtomicUsize,
     /// What the fiber is parked on (`wait_kind::*`), for the deadlock
     /// report. Written by the fiber itself around a park, read by the
     /// `block_on` thread; relaxed, since the report only reads it after
@@ -169,9 +178,10 @@ impl Task {
             name,
             stack_size,
             pinned,
-            state: AtomicU8::new(QUEUED),
+            state: StateCell::new(QUEUED),
             cancelling: Cell::new(false),
             stack_lo: AtomicUsize::new(0),
+            last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
@@ -179,7 +189,6 @@ impl Task {
                 coro: None,
                 yielder: std::ptr::null(),
                 registered: false,
-                last_worker: pinned.unwrap_or(0),
             }),
         })
     }
@@ -291,6 +300,18 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// The worker that last ran the fiber (see the field).
+    #[inline]
+    pub(crate) fn last_worker(&self) -> usize {
+        self.last_worker.load(Relaxed)
+    }
+
+    /// The holder of the run permission resumes the fiber on worker `w`.
+    #[inline]
+    pub(crate) fn set_last_worker(&self, w: usize) {
+        self.last_worker.store(w, Relaxed);
     }
 
     /// Parked with no wake-up pending (deadlock report).

@@ -28,6 +28,7 @@
 //! 5. Every destroyed fiber's join packet receives `JoinError::cancelled`,
 //!    so a thread blocked in `join` returns instead of hanging.
 
+pub(crate) mod idle;
 pub(crate) mod shared;
 
 use std::fmt;
@@ -219,7 +220,7 @@ impl Builder {
                 stealer: d.stealer(),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
-                sleeping: AtomicBool::new(false),
+                sleeper: crate::runtime::idle::Sleeper::new(),
                 thread: OnceLock::new(),
                 tid: AtomicI32::new(0),
                 pinned_ok: AtomicBool::new(false),

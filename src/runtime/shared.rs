@@ -29,7 +29,7 @@
 //! fiber.
 
 use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
@@ -39,6 +39,7 @@ use crate::fiber::job::Runnable;
 use crate::fiber::stack::{Slabs, StackMode};
 use crate::fiber::task::TaskRef;
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
+use crate::runtime::idle::{Idle, Sleeper, Sleepers};
 use crate::topology::{Topology, WorkerSlot};
 use crate::worker::tls;
 
@@ -74,7 +75,8 @@ pub(crate) struct WorkerShared {
     pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
     pub(crate) pinned_inbox: Injector<TaskRef>,
-    pub(crate) sleeping: AtomicBool,
+    /// Announced asleep (see `runtime::idle`).
+    pub(crate) sleeper: Sleeper,
     pub(crate) thread: OnceLock<Thread>,
     pub(crate) tid: AtomicI32,
     pub(crate) pinned_ok: AtomicBool,
@@ -91,6 +93,23 @@ impl WorkerShared {
 
     pub(crate) fn has_stealable_work(&self) -> bool {
         !self.stealer.is_empty() || !self.inbox.is_empty()
+    }
+}
+
+impl Sleepers for [WorkerShared] {
+    #[inline]
+    fn count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn sleeper(&self, i: usize) -> &Sleeper {
+        &self[i].sleeper
+    }
+    #[inline]
+    fn unpark(&self, i: usize) {
+        if let Some(th) = self[i].thread.get() {
+            th.unpark();
+        }
     }
 }
 
@@ -159,13 +178,11 @@ pub(crate) struct Shared {
     pub(crate) topology: Topology,
     pub(crate) shutdown: AtomicBool,
     pub(crate) draining: AtomicBool,
-    pub(crate) num_sleeping: AtomicUsize,
-    pub(crate) num_searching: AtomicUsize,
+    /// Sleeping and searching workers (`runtime::idle`).
+    pub(crate) idle: Idle,
     pub(crate) registry: Registry,
     /// Spawns from threads that are not workers of this runtime.
     pub(crate) foreign_spawned: AtomicU64,
-    /// Round-robin start for waking an idle worker.
-    wake_rr: AtomicUsize,
     pub(crate) stack_mode: StackMode,
     pub(crate) slabs: Slabs,
     /// Guarded mode: most fibers that may be alive at once (memory map
@@ -201,11 +218,9 @@ impl Shared {
             topology,
             shutdown: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            num_sleeping: AtomicUsize::new(0),
-            num_searching: AtomicUsize::new(0),
+            idle: Idle::new(),
             registry: Registry::new(),
             foreign_spawned: AtomicU64::new(0),
-            wake_rr: AtomicUsize::new(0),
             stack_mode,
             slabs: Slabs::default(),
             max_live: match stack_mode {
@@ -270,8 +285,7 @@ impl Shared {
         }
         if !self.draining.load(Relaxed) {
             if let Some(me) = self.local_worker_index() {
-                // SAFETY: we hold the run permission, so the body is ours.
-                let last = unsafe { task.body().last_worker };
+                let last = task.last_worker();
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
                 // SAFETY: as in `submit`.
                 let w = unsafe { &*tls::worker_ptr() };
@@ -280,8 +294,9 @@ impl Shared {
                 return;
             }
         }
-        // SAFETY: we hold the run permission, so reading the body is ours.
-        let last = unsafe { task.body().last_worker };
+        // Not the body: the shutdown drain may be destroying it already
+        // (see `Task::last_worker`).
+        let last = task.last_worker();
         self.workers[last].inbox.push(Runnable::Task(task));
         self.notify_worker(last);
     }
@@ -289,14 +304,7 @@ impl Shared {
     /// Work was pushed to worker `target`'s inbox: make sure someone will
     /// run it.
     pub(crate) fn notify_worker(&self, target: usize) {
-        fence(SeqCst);
-        let w = &self.workers[target];
-        if w.sleeping.load(Relaxed) && self.claim(target) {
-            return;
-        }
-        if self.sched.steals() {
-            self.notify_idle_after_fence();
-        }
+        self.idle.notify_worker(&*self.workers, target, self.sched.steals());
     }
 
     /// Work was pushed to the caller's own deque: wake an idle worker to
@@ -309,53 +317,18 @@ impl Shared {
     /// acceptable, and the fork-join hot path saves a full fence per push.
     #[inline]
     pub(crate) fn notify_idle(&self) {
-        if self.sched.steals() && self.num_sleeping.load(Relaxed) != 0 {
-            self.notify_idle_after_fence();
-        }
-    }
-
-    fn notify_idle_after_fence(&self) {
-        if self.num_searching.load(Relaxed) != 0 || self.num_sleeping.load(Relaxed) == 0 {
-            return;
-        }
-        let n = self.workers.len();
-        let start = self.wake_rr.fetch_add(1, Relaxed);
-        for i in 0..n {
-            let t = (start + i) % n;
-            if self.workers[t].sleeping.load(Relaxed) && self.claim(t) {
-                return;
-            }
-        }
-    }
-
-    /// Claim sleeping worker `t` and unpark it. Returns whether we did.
-    fn claim(&self, t: usize) -> bool {
-        let w = &self.workers[t];
-        if w.sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
-            self.num_sleeping.fetch_sub(1, SeqCst);
-            if let Some(th) = w.thread.get() {
-                th.unpark();
-            }
-            true
-        } else {
-            false
-        }
+        self.idle.notify_idle(&*self.workers, self.sched.steals());
     }
 
     /// Wake every worker (shutdown).
     pub(crate) fn wake_all(&self) {
-        for (i, w) in self.workers.iter().enumerate() {
-            self.claim(i);
-            if let Some(th) = w.thread.get() {
-                th.unpark();
-            }
-        }
+        self.idle.wake_all(&*self.workers);
     }
 
     /// Some worker is searching for work or asleep (stealing policies only).
     #[inline]
     pub(crate) fn has_idle_workers(&self) -> bool {
-        self.sched.steals() && (self.num_sleeping.load(Relaxed) != 0 || self.num_searching.load(Relaxed) != 0)
+        self.sched.steals() && self.idle.any_idle()
     }
 
     /// Fibers spawned and not finished, summed over the workers (racy but

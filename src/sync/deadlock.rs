@@ -75,12 +75,12 @@ fn quiescent(shared: &Shared, root: &TaskRef) -> Option<u64> {
     if shared.is_shutting_down() || !root.is_parked() {
         return None;
     }
-    if shared.num_sleeping.load(SeqCst) != shared.workers.len() {
+    if shared.idle.num_sleeping() != shared.workers.len() {
         return None;
     }
     let mut progress = 0u64;
     for w in shared.workers.iter() {
-        if !w.sleeping.load(SeqCst) || w.queue_len() != 0 || w.timers.load(SeqCst) != 0 {
+        if !w.sleeper.is_sleeping() || w.queue_len() != 0 || w.timers.load(SeqCst) != 0 {
             return None;
         }
         progress = progress.wrapping_add(w.counters.resumes.load(Relaxed)).wrapping_add(w.counters.parks.load(Relaxed));

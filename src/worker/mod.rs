@@ -7,7 +7,7 @@ pub(crate) mod tls;
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::atomic::{fence, Ordering::*};
+use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -237,7 +237,7 @@ impl WorkerLocal {
         self.set_busy(false);
         let mut thief = self.thief.borrow_mut();
         let mut victims = self.victims.borrow_mut();
-        shared.num_searching.fetch_add(1, SeqCst);
+        shared.idle.begin_search();
         shared.sched.victims(self.index, &mut thief, &mut victims);
         let my_node = shared.node_of(self.index);
         let mut found = None;
@@ -265,7 +265,7 @@ impl WorkerLocal {
                 }
             }
         }
-        shared.num_searching.fetch_sub(1, SeqCst);
+        shared.idle.end_search();
         drop(thief);
         if found.is_some() {
             self.set_busy(true);
@@ -341,8 +341,8 @@ impl WorkerLocal {
         // private yield queue), so the body is ours. Only the `coro` field
         // is borrowed mutably across the resume below; the fiber itself
         // reads the disjoint `yielder` field through the raw pointer.
+        task.set_last_worker(self.index);
         let (slot, entry) = unsafe {
-            (*body).last_worker = self.index;
             (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
         if slot.is_none() {
@@ -422,50 +422,33 @@ impl WorkerLocal {
         }
     }
 
-    /// Sleep until work may be there (protocol in `runtime::shared`).
+    /// Sleep until work may be there (protocol in `runtime::idle` and
+    /// `runtime::shared`).
     fn park_idle(&self) {
         let shared = &self.shared;
         let me = &shared.workers[self.index];
-        me.sleeping.store(true, SeqCst);
-        shared.num_sleeping.fetch_add(1, SeqCst);
-        fence(SeqCst);
-        if self.has_visible_work() || shared.shutdown.load(SeqCst) {
-            self.withdraw_sleep();
-            return;
-        }
         let stacks_mapped = self.stacks.borrow().mapped;
         me.counters.stacks_mapped.store(stacks_mapped, Relaxed);
-        loop {
-            match self.next_deadline() {
-                Some(d) => {
-                    let now = Instant::now();
-                    if d <= now {
-                        break;
+        shared.idle.sleep(
+            &me.sleeper,
+            || self.has_visible_work() || shared.shutdown.load(SeqCst),
+            || {
+                if shared.shutdown.load(SeqCst) {
+                    return false;
+                }
+                match self.next_deadline() {
+                    Some(d) => {
+                        let now = Instant::now();
+                        if d <= now {
+                            return false;
+                        }
+                        std::thread::park_timeout(d - now);
                     }
-                    std::thread::park_timeout(d - now);
+                    None => std::thread::park(),
                 }
-                None => std::thread::park(),
-            }
-            if !me.sleeping.load(SeqCst) {
-                return; // claimed and woken by someone who made work visible
-            }
-            if shared.shutdown.load(SeqCst) {
-                break;
-            }
-            if let Some(d) = self.next_deadline() {
-                if d <= Instant::now() {
-                    break;
-                }
-            }
-        }
-        self.withdraw_sleep();
-    }
-
-    fn withdraw_sleep(&self) {
-        let shared = &self.shared;
-        if shared.workers[self.index].sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
-            shared.num_sleeping.fetch_sub(1, SeqCst);
-        }
+                true
+            },
+        );
     }
 
     fn has_visible_work(&self) -> bool {

@@ -1,0 +1,239 @@
+//! Public wrappers around the crate's protocol code, for the loom models in
+//! `tests/loom.rs` (compiled only with `RUSTFLAGS="--cfg loom"`).
+//!
+//! Every method here forwards to the real implementation: the idle-worker
+//! protocol (`runtime::idle`), the fiber state machine (`fiber::task`), the
+//! join packet and fiber main (`fiber::packet`) and the fork-join latch
+//! (`fiber::job`). The wrappers only add what the runtime would provide
+//! around them (thread handles, a fiber body that does nothing).
+#![allow(missing_docs, clippy::new_without_default)]
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::JoinError;
+use crate::fiber::job::{JobRef, StackJob};
+use crate::fiber::packet::{FiberMain, Main, Packet};
+use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::idle::{Idle, Sleeper, Sleepers};
+
+// ----- idle-worker protocol -----
+
+struct ModelWorker {
+    sleeper: Sleeper,
+    /// Set by the worker itself before it first sleeps, like
+    /// `WorkerShared::thread` (a std `OnceLock` there too).
+    thread: OnceLock<::loom::thread::Thread>,
+}
+
+struct ModelWorkers(Box<[ModelWorker]>);
+
+impl Sleepers for ModelWorkers {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn sleeper(&self, i: usize) -> &Sleeper {
+        &self.0[i].sleeper
+    }
+    fn unpark(&self, i: usize) {
+        if let Some(th) = self.0[i].thread.get() {
+            th.unpark();
+        }
+    }
+}
+
+/// `Shared`'s idle part: `runtime::idle::Idle` plus one `Sleeper` and one
+/// thread handle per worker. The queues are the caller's stand-ins.
+pub struct IdleSet {
+    idle: Idle,
+    workers: ModelWorkers,
+}
+
+impl IdleSet {
+    pub fn new(workers: usize) -> IdleSet {
+        IdleSet {
+            idle: Idle::new(),
+            workers: ModelWorkers(
+                (0..workers).map(|_| ModelWorker { sleeper: Sleeper::new(), thread: OnceLock::new() }).collect(),
+            ),
+        }
+    }
+    /// Record worker `i`'s thread handle. `worker_main` does this first
+    /// thing, and `Builder::build` waits for every worker to have started,
+    /// so it happens before anyone can wake the worker; the models call it
+    /// from the spawning thread to get the same order.
+    pub fn set_thread(&self, i: usize, t: ::loom::thread::Thread) {
+        let _ = self.workers.0[i].thread.set(t);
+    }
+    /// `Worker::park_idle`: `Idle::sleep` with the worker's closures.
+    pub fn sleep(&self, i: usize, has_work: impl FnOnce() -> bool, park: impl FnMut() -> bool) {
+        self.idle.sleep(&self.workers.0[i].sleeper, has_work, park)
+    }
+    /// `Shared::notify_worker`.
+    pub fn notify_worker(&self, target: usize, steals: bool) {
+        self.idle.notify_worker(&self.workers, target, steals)
+    }
+    /// `Shared::notify_idle`.
+    pub fn notify_idle(&self, steals: bool) {
+        self.idle.notify_idle(&self.workers, steals)
+    }
+    /// `Shared::wake_all` (shutdown).
+    pub fn wake_all(&self) {
+        self.idle.wake_all(&self.workers)
+    }
+    pub fn begin_search(&self) {
+        self.idle.begin_search()
+    }
+    pub fn end_search(&self) {
+        self.idle.end_search()
+    }
+    pub fn num_sleeping(&self) -> usize {
+        self.idle.num_sleeping()
+    }
+    pub fn is_sleeping(&self, i: usize) -> bool {
+        self.workers.0[i].sleeper.is_sleeping()
+    }
+}
+
+// ----- fiber state machine -----
+
+struct NopMain;
+impl FiberMain for NopMain {
+    fn run(self: Box<Self>) {}
+    fn fail(self: Box<Self>, _e: JoinError) {}
+}
+
+/// A real `Task` (no coroutine is ever created); only its `state` and the
+/// transitions are exercised.
+#[derive(Clone)]
+pub struct FiberState(TaskRef);
+
+impl FiberState {
+    /// A freshly spawned task: `QUEUED`.
+    pub fn new() -> FiberState {
+        FiberState(Task::new(1, None, 0, None, Box::new(NopMain)))
+    }
+    pub fn transition_to_running(&self) -> bool {
+        self.0.transition_to_running()
+    }
+    pub fn transition_to_queued_after_yield(&self) {
+        self.0.transition_to_queued_after_yield()
+    }
+    pub fn transition_to_parked(&self) -> bool {
+        self.0.transition_to_parked()
+    }
+    pub fn transition_to_notified(&self) -> bool {
+        self.0.transition_to_notified()
+    }
+    pub fn transition_to_cancelled(&self) -> bool {
+        self.0.transition_to_cancelled()
+    }
+    pub fn transition_to_done(&self) {
+        self.0.transition_to_done()
+    }
+    pub fn take_token(&self) -> bool {
+        self.0.take_token()
+    }
+    pub fn is_parked(&self) -> bool {
+        self.0.is_parked()
+    }
+    /// What `Shared::reschedule` reads after winning `PARKED -> QUEUED`.
+    pub fn last_worker(&self) -> usize {
+        self.0.last_worker()
+    }
+}
+
+// ----- join packet -----
+
+/// A fiber's join state: `fiber::packet::Packet`.
+pub struct JoinPacket<T>(Arc<Packet<T>>);
+
+impl<T> Clone for JoinPacket<T> {
+    fn clone(&self) -> Self {
+        JoinPacket(self.0.clone())
+    }
+}
+
+impl<T: Send + 'static> JoinPacket<T> {
+    pub fn new() -> JoinPacket<T> {
+        JoinPacket(Packet::new())
+    }
+    /// `JoinHandle::join` from a plain thread: blocks (loom park).
+    pub fn wait(&self) -> Result<T, JoinError> {
+        self.0.wait()
+    }
+    pub fn is_done(&self) -> bool {
+        self.0.is_done()
+    }
+    /// The fiber's main function (`fiber::packet::Main`) around `f`: run it
+    /// with [`FiberBody::run`], or drop it unrun (shutdown: the joiner gets
+    /// `JoinError::cancelled`).
+    pub fn body(&self, f: impl FnOnce() -> T + Send + 'static) -> FiberBody {
+        let f: Box<dyn FnOnce() -> T + Send> = Box::new(f);
+        FiberBody(Box::new(Main { f: Some(f), packet: self.0.clone() }))
+    }
+}
+
+/// A fiber's type-erased main function.
+pub struct FiberBody(Box<dyn FiberMain>);
+
+impl FiberBody {
+    pub fn run(self) {
+        self.0.run()
+    }
+}
+
+// ----- fork-join latch -----
+
+type JobFn<R> = Box<dyn FnOnce() -> R + Send>;
+
+/// A `fiber::job::StackJob` (boxed so its address is stable, as the real
+/// one is in `join`'s frame).
+pub struct ForkJob<R: Send + 'static> {
+    job: Box<StackJob<JobFn<R>, R>>,
+}
+
+/// The job's queue entry (`JobRef`), to hand to a "thief" thread.
+pub struct ForkJobRef(JobRef);
+
+impl<R: Send + 'static> ForkJob<R> {
+    pub fn new(f: impl FnOnce() -> R + Send + 'static) -> ForkJob<R> {
+        let f: JobFn<R> = Box::new(f);
+        ForkJob { job: Box::new(StackJob::new(f)) }
+    }
+    pub fn job_ref(&self) -> ForkJobRef {
+        ForkJobRef(self.job.as_job_ref())
+    }
+    pub fn is_done(&self) -> bool {
+        self.job.is_done()
+    }
+    /// The owner's side of a stolen `join`: wait on the latch, take the
+    /// result, then (the point where `join` returns and its frame, with the
+    /// job, is gone) claim exclusive access to everything the executor
+    /// touches. The box itself is kept until the model ends so that a
+    /// buggy late access is reported by loom rather than being a real
+    /// use-after-free.
+    pub fn wait_and_release(&mut self) -> Result<R, JoinError> {
+        let r = self.job.wait();
+        self.job.assert_free();
+        r
+    }
+}
+
+impl ForkJobRef {
+    /// The thief: run the job and set its latch (`JobMain::run`).
+    ///
+    /// # Safety
+    /// The `ForkJob` is alive (it is, until `wait_and_release` returned).
+    pub unsafe fn execute(self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.execute() }
+    }
+    /// The shutdown drain: drop the closure and set the latch.
+    ///
+    /// # Safety
+    /// As for `execute`.
+    pub unsafe fn cancel(self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.cancel() }
+    }
+}

@@ -1,0 +1,161 @@
+//! The idle-worker protocol: which workers sleep, and the two halves of the
+//! wake-up handshake (the protocol itself is described at the top of
+//! `shared.rs` and in `worker/README.md`).
+//!
+//! This is the whole of the protocol's synchronisation, kept apart from the
+//! queues (crossbeam-deque) and the thread handles so that the loom models
+//! in `tests/loom.rs` run exactly this code: the worker calls
+//! [`Idle::sleep`] with a closure that re-checks its queues, and wakers call
+//! [`Idle::notify_worker`] / [`Idle::notify_idle`] after pushing work.
+
+use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
+
+/// One worker's sleeping flag: `true` from its announcement until it is
+/// claimed by a waker or withdraws itself.
+#[derive(Debug)]
+pub(crate) struct Sleeper {
+    sleeping: AtomicBool,
+}
+
+impl Sleeper {
+    pub(crate) fn new() -> Sleeper {
+        Sleeper { sleeping: AtomicBool::new(false) }
+    }
+
+    /// Announced and neither claimed nor withdrawn (deadlock detector).
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.sleeping.load(SeqCst)
+    }
+}
+
+/// The workers a waker may claim: their flags and how to unpark them.
+pub(crate) trait Sleepers {
+    fn count(&self) -> usize;
+    fn sleeper(&self, i: usize) -> &Sleeper;
+    /// Unpark worker `i`'s thread (a token if it is not parked yet).
+    fn unpark(&self, i: usize);
+}
+
+/// Runtime-wide idle counters.
+#[derive(Debug)]
+pub(crate) struct Idle {
+    /// Workers announced asleep and not claimed or withdrawn. Only the
+    /// claimer (or the withdrawing worker) decrements, so it is exact.
+    num_sleeping: AtomicUsize,
+    /// Workers scanning victims right now (stealing policies).
+    num_searching: AtomicUsize,
+    /// Round-robin start for waking an idle worker.
+    wake_rr: AtomicUsize,
+}
+
+impl Idle {
+    pub(crate) fn new() -> Idle {
+        Idle { num_sleeping: AtomicUsize::new(0), num_searching: AtomicUsize::new(0), wake_rr: AtomicUsize::new(0) }
+    }
+
+    /// Workers asleep now (deadlock detector).
+    pub(crate) fn num_sleeping(&self) -> usize {
+        self.num_sleeping.load(SeqCst)
+    }
+
+    /// Some worker is asleep or searching (a relaxed hint).
+    #[inline]
+    pub(crate) fn any_idle(&self) -> bool {
+        self.num_sleeping.load(Relaxed) != 0 || self.num_searching.load(Relaxed) != 0
+    }
+
+    /// A worker starts scanning victims.
+    #[inline]
+    pub(crate) fn begin_search(&self) {
+        self.num_searching.fetch_add(1, SeqCst);
+    }
+
+    /// The worker is done scanning victims.
+    #[inline]
+    pub(crate) fn end_search(&self) {
+        self.num_searching.fetch_sub(1, SeqCst);
+    }
+
+    /// Sleeper side. Announce `me` asleep, then (after a `SeqCst` fence)
+    /// re-check for work with `has_work`; found: withdraw and return.
+    /// Otherwise call `park` until it returns `false` (stop waiting: timer
+    /// due, shutdown) or a waker has claimed `me`; unclaimed, withdraw.
+    pub(crate) fn sleep(&self, me: &Sleeper, has_work: impl FnOnce() -> bool, mut park: impl FnMut() -> bool) {
+        me.sleeping.store(true, SeqCst);
+        self.num_sleeping.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if has_work() {
+            self.withdraw(me);
+            return;
+        }
+        while park() {
+            if !me.sleeping.load(SeqCst) {
+                return; // claimed and woken by someone who made work visible
+            }
+        }
+        self.withdraw(me);
+    }
+
+    /// Take back our own announcement unless a waker claimed it first.
+    pub(crate) fn withdraw(&self, me: &Sleeper) {
+        if me.sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            self.num_sleeping.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// Waker side: work was pushed where worker `target` will look (its
+    /// inbox): make sure someone runs it.
+    pub(crate) fn notify_worker<S: Sleepers + ?Sized>(&self, ws: &S, target: usize, steals: bool) {
+        fence(SeqCst);
+        if ws.sleeper(target).sleeping.load(Relaxed) && self.claim(ws, target) {
+            return;
+        }
+        if steals {
+            self.notify_idle_after_fence(ws);
+        }
+    }
+
+    /// Waker side: work was pushed to the caller's own deque; wake an idle
+    /// worker to steal it, unless one is already searching. No fence: the
+    /// caller pops that work itself, so a stale read only costs parallelism
+    /// (see `Shared::notify_idle`).
+    #[inline]
+    pub(crate) fn notify_idle<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
+        if steals && self.num_sleeping.load(Relaxed) != 0 {
+            self.notify_idle_after_fence(ws);
+        }
+    }
+
+    fn notify_idle_after_fence<S: Sleepers + ?Sized>(&self, ws: &S) {
+        if self.num_searching.load(Relaxed) != 0 || self.num_sleeping.load(Relaxed) == 0 {
+            return;
+        }
+        let n = ws.count();
+        let start = self.wake_rr.fetch_add(1, Relaxed);
+        for i in 0..n {
+            let t = (start + i) % n;
+            if ws.sleeper(t).sleeping.load(Relaxed) && self.claim(ws, t) {
+                return;
+            }
+        }
+    }
+
+    /// Claim sleeping worker `t` and unpark it. Returns whether we did.
+    pub(crate) fn claim<S: Sleepers + ?Sized>(&self, ws: &S, t: usize) -> bool {
+        if ws.sleeper(t).sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            self.num_sleeping.fetch_sub(1, SeqCst);
+            ws.unpark(t);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Wake every worker (shutdown).
+    pub(crate) fn wake_all<S: Sleepers + ?Sized>(&self, ws: &S) {
+        for i in 0..ws.count() {
+            self.claim(ws, i);
+            ws.unpark(i);
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! loom models of numafiber's wake-up protocols (issue 7, "Model checking").
+//!
+//! Run with `scripts/loom.sh`, i.e.
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom -- --nocapture`.
+//!
+//! Under `cfg(loom)` the crate's protocol code is built on loom's types (the
+//! facade in `src/loom.rs`), and `numafiber::__loom` exposes thin wrappers
+//! around it. What runs is the real code:
+//!
+//! * `runtime::idle::Idle` (`sleep`, `withdraw`, `notify_worker`,
+//!   `notify_idle`, `claim`, `wake_all`, the search counter): the whole
+//!   sleeper/waker handshake of `Worker::park_idle` and `Shared::notify_*`;
+//! * `fiber::task::Task`'s state machine (`transition_to_*`, `take_token`);
+//! * `fiber::packet::{Packet, Main}` (`complete`, `wait`,
+//!   `try_take_or_register`, the cancel-on-drop of an unrun fiber), with
+//!   loom's `Mutex`, atomics and `thread::park/unpark`;
+//! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
+//!   `Latch::set/wait`).
+//!
+//! Stand-ins, because crossbeam-deque and corosensei are not loom-aware:
+//!
+//! * every queue (a worker's Chase-Lev deque, its `Injector` inbox) is a
+//!   counter of queued items: push is a `Release` increment (both crossbeam
+//!   queues publish an element with a release store), pop a CAS decrement,
+//!   `is_empty` an `Acquire` load (crossbeam's `SeqCst` loads, which loom
+//!   would treat as `AcqRel` anyway). A `Mutex<VecDeque>` would be the
+//!   wrong stand-in: its lock orders the sleeper's re-check against the
+//!   push and hides exactly the store-buffering race the fences exist for;
+//! * the worker loop (`WorkerLocal::run`: own queues, steal, park) is
+//!   re-stated in a few lines around those counters, and "running" an item
+//!   just counts it;
+//! * a fiber's suspension (`fiber::park_current` + the `Suspend::Park` arm
+//!   of `run_task`) is re-stated as its two real calls, `take_token` and
+//!   `transition_to_parked`, and the fiber body the run permission guards
+//!   is a `loom::cell::UnsafeCell`, so loom reports two holders as a race.
+#![cfg(loom)]
+// The stand-in fiber bodies are loom cells shared on purpose, so that loom
+// reports two threads touching them without a happens-before edge.
+#![allow(clippy::arc_with_non_send_sync)]
+
+use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use loom::thread;
+
+use numafiber::__loom::{FiberState, ForkJob, IdleSet, JoinPacket};
+
+/// Run `f` under loom with at most `bound` preemptions; print how many
+/// interleavings loom explored and how long it took.
+fn check(name: &str, bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+    let iterations = Arc::new(StdAtomicUsize::new(0));
+    let it = iterations.clone();
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = bound;
+    }
+    let t0 = Instant::now();
+    b.check(move || {
+        it.fetch_add(1, StdOrdering::Relaxed);
+        f();
+    });
+    let n = iterations.load(StdOrdering::Relaxed);
+    eprintln!(
+        "loom model {name}: {n} interleavings explored in {:.2?} (preemption bound {})",
+        t0.elapsed(),
+        b.preemption_bound
+            .map_or("none".to_string(), |p| p.to_string())
+    );
+}
+
+// ---------------------------------------------------------------------
+// Queue and worker stand-ins for the idle-protocol models
+// ---------------------------------------------------------------------
+
+/// A queue of indistinguishable items (see the module docs).
+struct Queue(AtomicUsize);
+
+impl Queue {
+    fn new() -> Queue {
+        Queue(AtomicUsize::new(0))
+    }
+    fn push(&self) {
+        self.0.fetch_add(1, Release);
+    }
+    fn pop(&self) -> bool {
+        let mut n = self.0.load(Acquire);
+        loop {
+            if n == 0 {
+                return false;
+            }
+            match self.0.compare_exchange(n, n - 1, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(a) => n = a,
+            }
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.0.load(Acquire) == 0
+    }
+}
+
+struct WorkerQueues {
+    /// The owner's deque (stealable).
+    deque: Queue,
+    /// The `Injector` inbox (stealable).
+    inbox: Queue,
+}
+
+/// What `Shared` holds for these models.
+struct Rt {
+    idle: IdleSet,
+    queues: Vec<WorkerQueues>,
+    steals: bool,
+    shutdown: AtomicBool,
+    /// Items run so far, and how many the model expects.
+    done: AtomicUsize,
+    total: usize,
+    /// The model's main thread, unparked when the last item has run.
+    main: OnceLock<thread::Thread>,
+}
+
+impl Rt {
+    fn new(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
+        Arc::new(Rt {
+            idle: IdleSet::new(workers),
+            queues: (0..workers)
+                .map(|_| WorkerQueues {
+                    deque: Queue::new(),
+                    inbox: Queue::new(),
+                })
+                .collect(),
+            steals,
+            shutdown: AtomicBool::new(false),
+            done: AtomicUsize::new(0),
+            total,
+            main: OnceLock::new(),
+        })
+    }
+
+    /// `Shared::submit` / `reschedule` from a thread that is not worker
+    /// `target`: push to its inbox, then `notify_worker`.
+    fn push_remote(&self, target: usize) {
+        self.queues[target].inbox.push();
+        self.idle.notify_worker(target, self.steals);
+    }
+
+    /// `Shared::submit` on worker `me` itself: own deque, `notify_idle`
+    /// (no fence).
+    fn push_local(&self, me: usize) {
+        self.queues[me].deque.push();
+        self.idle.notify_idle(self.steals);
+    }
+
+    fn run_item(&self) {
+        if self.done.fetch_add(1, AcqRel) + 1 == self.total {
+            self.main.get().expect("main registered").unpark();
+        }
+    }
+
+    /// `WorkerLocal::has_visible_work` over the stand-in queues.
+    fn has_visible_work(&self, me: usize) -> bool {
+        let q = &self.queues[me];
+        if !q.deque.is_empty() || !q.inbox.is_empty() {
+            return true;
+        }
+        self.steals
+            && self
+                .queues
+                .iter()
+                .enumerate()
+                .any(|(i, q)| i != me && (!q.deque.is_empty() || !q.inbox.is_empty()))
+    }
+
+    /// `WorkerLocal::steal`: count ourselves searching, try every victim.
+    fn steal(&self, me: usize) -> bool {
+        if !self.steals || self.queues.len() < 2 {
+            return false;
+        }
+        self.idle.begin_search();
+        let got = self
+            .queues
+            .iter()
+            .enumerate()
+            .any(|(i, q)| i != me && (q.deque.pop() || q.inbox.pop()));
+        self.idle.end_search();
+        got
+    }
+
+    /// `WorkerLocal::run` with `park_idle`'s closures.
+    fn worker_loop(&self, me: usize) {
+        loop {
+            if self.shutdown.load(Acquire) {
+                break;
+            }
+            let q = &self.queues[me];
+            if q.deque.pop() || q.inbox.pop() || self.steal(me) {
+                self.run_item();
+                continue;
+            }
+            self.idle.sleep(
+                me,
+                || self.has_visible_work(me) || self.shutdown.load(SeqCst),
+                || {
+                    if self.shutdown.load(SeqCst) {
+                        return false;
+                    }
+                    thread::park();
+                    true
+                },
+            );
+        }
+    }
+
+    /// The model's main thread: wait until every item ran, then shut down
+    /// like `Runtime::drop` (flag, `wake_all`) and join the workers.
+    fn finish(&self, workers: Vec<thread::JoinHandle<()>>) {
+        while self.done.load(Acquire) < self.total {
+            thread::park();
+        }
+        self.shutdown.store(true, SeqCst);
+        self.idle.wake_all();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(self.done.load(Acquire), self.total, "an item ran twice");
+        assert_eq!(self.idle.num_sleeping(), 0, "num_sleeping is not exact");
+        for i in 0..self.queues.len() {
+            assert!(!self.idle.is_sleeping(i), "worker {i} still flagged asleep");
+        }
+    }
+}
+
+/// Start workers `first..`; like `Builder::build`, their thread handles are
+/// known before anyone may wake them.
+fn spawn_workers(rt: &Arc<Rt>, first: usize) -> Vec<thread::JoinHandle<()>> {
+    (first..rt.queues.len())
+        .map(|i| {
+            let rt2 = rt.clone();
+            let h = thread::spawn(move || rt2.worker_loop(i));
+            rt.idle.set_thread(i, h.thread().clone());
+            h
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------
+// Model 1: worker park/unpark against a concurrent spawn
+// ---------------------------------------------------------------------
+
+/// Worker 0 runs a fiber that spawns two children: one onto its own deque
+/// (`notify_idle`, no fence) and one placed onto worker 1
+/// (`notify_worker(1)`), while worker 1 runs out of work and goes through
+/// the sleep protocol; stealing on, so worker 1 may also steal the first
+/// child. Every child must run (a lost wake-up is a loom deadlock: all
+/// threads parked), nothing runs twice, and `num_sleeping` ends at 0.
+#[test]
+fn park_vs_spawn() {
+    check("park_vs_spawn (2 workers, stealing)", Some(3), || {
+        let rt = Rt::new(2, true, 2);
+        let _ = rt.main.set(thread::current());
+        let mut workers = spawn_workers(&rt, 1);
+        let rt0 = rt.clone();
+        let h0 = thread::spawn(move || {
+            // The running fiber's body: two spawns.
+            rt0.push_local(0);
+            rt0.push_remote(1);
+            // The fiber returned: back to the worker loop.
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
+        rt.finish(workers);
+    });
+}
+
+/// The same without stealing (`RoundRobin`): each worker must run its own
+/// child; worker 1 must be woken for the placed one.
+#[test]
+fn park_vs_spawn_no_steal() {
+    check("park_vs_spawn_no_steal (2 workers)", Some(3), || {
+        let rt = Rt::new(2, false, 2);
+        let _ = rt.main.set(thread::current());
+        let mut workers = spawn_workers(&rt, 1);
+        let rt0 = rt.clone();
+        let h0 = thread::spawn(move || {
+            rt0.push_local(0);
+            rt0.push_remote(1);
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
+        rt.finish(workers);
+    });
+}
+
+// ---------------------------------------------------------------------
+// Model 3: the remote inbox
+// ---------------------------------------------------------------------
+
+/// A thread that is not a worker pushes into worker 0's inbox and calls
+/// `notify_worker(0)` while the worker runs its sleep protocol (announce,
+/// fence, re-check, park). The item must run. This is the store-buffering
+/// shape the two `SeqCst` fences exist for: without the waker's fence loom
+/// finds the lost wake-up (a deadlock).
+#[test]
+fn remote_inbox() {
+    check("remote_inbox (1 worker, foreign pusher)", None, || {
+        let rt = Rt::new(1, false, 1);
+        let _ = rt.main.set(thread::current());
+        let workers = spawn_workers(&rt, 0);
+        rt.push_remote(0);
+        rt.finish(workers);
+    });
+}
+
+/// Two pushes from two foreign threads into one worker's inbox racing with
+/// its sleep: two claims race too, only one may win and count.
+#[test]
+fn remote_inbox_two_pushers() {
+    check(
+        "remote_inbox_two_pushers (1 worker, 2 foreign pushers)",
+        Some(3),
+        || {
+            let rt = Rt::new(1, false, 2);
+            let _ = rt.main.set(thread::current());
+            let workers = spawn_workers(&rt, 0);
+            let rt2 = rt.clone();
+            let mut workers = workers;
+            // Joined in `finish`, after the wait: loom does not support an
+            // `unpark` of a thread blocked in `JoinHandle::join`.
+            workers.push(thread::spawn(move || rt2.push_remote(0)));
+            rt.push_remote(0);
+            rt.finish(workers);
+        },
+    );
+}
+
+/// A foreign thread wakes a parked fiber (`Shared::wake`: the real
+/// `transition_to_notified`, then the inbox of its last worker and
+/// `notify_worker`) while that worker goes to sleep; with stealing and a
+/// second worker, which may also take it. Whoever pops it must win
+/// `transition_to_running`.
+#[test]
+fn remote_wake_of_parked_fiber() {
+    check(
+        "remote_wake_of_parked_fiber (2 workers, stealing)",
+        Some(3),
+        || {
+            let fiber = FiberState::new();
+            assert!(fiber.transition_to_running());
+            assert!(fiber.transition_to_parked());
+            let rt = Rt::new(2, true, 1);
+            let _ = rt.main.set(thread::current());
+            let workers = spawn_workers(&rt, 0);
+            if fiber.transition_to_notified() {
+                rt.push_remote(0);
+            }
+            rt.finish(workers);
+            assert!(fiber.transition_to_running(), "the woken fiber is QUEUED");
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// Model 2: JoinHandle completion against a concurrent join; the fiber
+// park token
+// ---------------------------------------------------------------------
+
+/// A fiber (here a loom thread running the real `Main::run`) completes its
+/// packet while a thread joins it (`Packet::wait`: fast path, register a
+/// `Waiter::Thread`, park, re-check). The joiner gets the value.
+#[test]
+fn join_vs_complete() {
+    check("join_vs_complete", None, || {
+        let p = JoinPacket::new();
+        let body = p.body(|| 7u32);
+        let t = thread::spawn(move || body.run());
+        assert_eq!(p.wait().unwrap(), 7);
+        assert!(p.is_done());
+        t.join().unwrap();
+    });
+}
+
+/// The fiber is dropped unrun (shutdown drain): `Main`'s drop publishes
+/// `JoinError::cancelled`, and the joiner must get it, not hang.
+#[test]
+fn join_vs_cancel() {
+    check("join_vs_cancel", None, || {
+        let p = JoinPacket::<u32>::new();
+        let body = p.body(|| 7u32);
+        let t = thread::spawn(move || drop(body));
+        let e = p.wait().unwrap_err();
+        assert!(e.is_cancelled(), "{e}");
+        t.join().unwrap();
+    });
+}
+
+/// The run permission at a park: the fiber checks its token
+/// (`park_current`: `take_token`), suspends, and its worker CASes
+/// `RUNNING -> PARKED` (`transition_to_parked`); a waker calls
+/// `transition_to_notified` concurrently. Exactly one of: the fiber goes on
+/// (it consumed the token), the worker requeues it (token arrived during
+/// the suspension), the waker requeues it. Never two, never none. The
+/// waker, now holding the permission, reads the body: loom
+/// checks the permission handoff orders the worker's writes before it.
+#[test]
+fn park_token() {
+    check("park_token (fiber park vs wake)", None, || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        let body = Arc::new(UnsafeCell::new(0u32));
+        let requeued = Arc::new(AtomicUsize::new(0));
+
+        let waker = {
+            let (fiber, body, requeued) = (fiber.clone(), body.clone(), requeued.clone());
+            thread::spawn(move || {
+                if fiber.transition_to_notified() {
+                    body.with(|p| unsafe { assert_eq!(*p, 1) });
+                    requeued.fetch_add(1, Relaxed);
+                }
+            })
+        };
+
+        // The fiber, running on its worker, writes its body, then parks.
+        body.with_mut(|p| unsafe { *p = 1 });
+        let went_on = fiber.take_token();
+        if !went_on && !fiber.transition_to_parked() {
+            requeued.fetch_add(1, Relaxed); // `run_task` pushes it back
+        }
+        waker.join().unwrap();
+        let requeued = requeued.load(Relaxed);
+        assert_eq!(
+            went_on as usize + requeued,
+            1,
+            "went_on={went_on} requeued={requeued}"
+        );
+        if requeued == 1 {
+            // Popped by a worker: it must get the permission.
+            assert!(fiber.transition_to_running());
+            body.with_mut(|p| unsafe { *p = 2 });
+        } else {
+            assert!(!fiber.is_parked());
+        }
+    });
+}
+
+/// Two wakers race with the park: still exactly one requeue.
+#[test]
+fn park_token_two_wakers() {
+    check("park_token_two_wakers", Some(3), || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        let requeued = Arc::new(AtomicUsize::new(0));
+        let wakers: Vec<_> = (0..2)
+            .map(|_| {
+                let (fiber, requeued) = (fiber.clone(), requeued.clone());
+                thread::spawn(move || {
+                    if fiber.transition_to_notified() {
+                        requeued.fetch_add(1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let went_on = fiber.take_token();
+        if !went_on && !fiber.transition_to_parked() {
+            requeued.fetch_add(1, Relaxed);
+        }
+        for w in wakers {
+            w.join().unwrap();
+        }
+        let requeued = requeued.load(Relaxed);
+        assert_eq!(
+            went_on as usize + requeued,
+            1,
+            "went_on={went_on} requeued={requeued}"
+        );
+    });
+}
+
+/// Shutdown drain against a late wake-up of a parked fiber (shutdown
+/// argument, step 4 in `runtime/mod.rs`). The drain destroys the fiber if
+/// its CAS `PARKED|QUEUED -> DONE` wins (`transition_to_cancelled`); a
+/// foreign waker that won `PARKED -> QUEUED` first looks up the fiber's last
+/// worker (`Shared::reschedule`) and pushes it; the entry is popped later
+/// and must then see `DONE`. At least one side wins; the drain's
+/// destruction of the body (a loom cell) must not race with anything the
+/// waker does.
+#[test]
+fn cancel_vs_wake() {
+    check("cancel_vs_wake", None, || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        let body = Arc::new(UnsafeCell::new(0u32));
+        body.with_mut(|p| unsafe { *p = 1 });
+        assert!(fiber.transition_to_parked());
+        let (f2, b2) = (fiber.clone(), body.clone());
+        let waker = thread::spawn(move || {
+            if f2.transition_to_notified() {
+                // `reschedule`: where to push it.
+                let _last = f2.last_worker();
+                if WAKER_READS_BODY {
+                    b2.with(|p| unsafe { assert_ne!(*p, 0) });
+                }
+                true
+            } else {
+                false
+            }
+        });
+        let cancelled = fiber.transition_to_cancelled();
+        if cancelled {
+            body.with_mut(|p| unsafe { *p = 0 }); // `destroy`: coroutine and closure dropped
+        }
+        let woken = waker.join().unwrap();
+        assert!(cancelled || woken, "nobody took the parked fiber");
+        if woken {
+            // The queue entry is popped (by a worker or the drain).
+            assert_eq!(fiber.transition_to_running(), !cancelled);
+        }
+    });
+}
+
+/// Before the fix, `reschedule` read `last_worker` out of the task's body
+/// after winning `PARKED -> QUEUED`, which races with the drain destroying
+/// the body (loom: "Causality violation"). Set to `true` to see it.
+const WAKER_READS_BODY: bool = false;
+
+/// A fiber yields (`transition_to_queued_after_yield`) while a waker sets
+/// its token: the token survives the requeue and the next park returns at
+/// once.
+#[test]
+fn yield_keeps_token() {
+    check("yield_keeps_token", None, || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        let f2 = fiber.clone();
+        let waker = thread::spawn(move || f2.transition_to_notified());
+        fiber.transition_to_queued_after_yield();
+        assert!(fiber.transition_to_running());
+        let waker_requeued = waker.join().unwrap();
+        assert!(
+            !waker_requeued,
+            "a running or queued fiber is never requeued by a waker"
+        );
+        assert!(
+            fiber.take_token(),
+            "the wake-up token was lost across a yield"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------
+// Model 4: the fork-join latch
+// ---------------------------------------------------------------------
+
+/// `fiber::join` with a stolen job: a thief executes the job
+/// (`JobRef::execute`: run the closure, write the result, `Latch::set`)
+/// while the owner waits on the latch (`Latch::wait`: register a waiter,
+/// CAS `PENDING -> SLEEPING`, park) and then frees the job. The setter's
+/// last access must be its final store: `wait_and_release` claims
+/// exclusive access to the latch, the waiter slot and the result right
+/// after the owner observes the final state, so loom reports any executor
+/// access not ordered before that point.
+///
+/// Limit, checked by hand: moving the setter's waiter access, or adding an
+/// extra atomic load, *after* its final `WOKEN` store is not reported.
+/// loom does not schedule between a store and a following cell access, and
+/// its DPOR does not treat `with_mut` as conflicting with a load, so the
+/// owner never runs in that window. This model checks the result and
+/// waiter hand-off and that no wake-up is lost; "the final store is the
+/// setter's last access" still rests on reading `Latch::set`.
+#[test]
+fn latch_set_vs_wait() {
+    check("latch_set_vs_wait", None, || {
+        // A stale wake-up token (a fiber's `NOTIFIED` bit left from an
+        // earlier wake; parks may return spuriously): the owner's first
+        // park returns at once, so it can look at the latch at any time.
+        thread::current().unpark();
+        let mut job = ForkJob::new(|| 5u32);
+        let r = job.job_ref();
+        // SAFETY: `job` outlives the thief (joined below).
+        let thief = thread::spawn(move || unsafe { r.execute() });
+        assert_eq!(job.wait_and_release().unwrap(), 5);
+        thief.join().unwrap();
+    });
+}
+
+/// The shutdown drain cancels the stolen job instead: the owner gets
+/// `JoinError::cancelled` and the same release guarantee holds.
+#[test]
+fn latch_cancel_vs_wait() {
+    check("latch_cancel_vs_wait", None, || {
+        // A stale wake-up token (a fiber's `NOTIFIED` bit left from an
+        // earlier wake; parks may return spuriously): the owner's first
+        // park returns at once, so it can look at the latch at any time.
+        thread::current().unpark();
+        let mut job = ForkJob::new(|| 5u32);
+        let r = job.job_ref();
+        // SAFETY: as above.
+        let drain = thread::spawn(move || unsafe { r.cancel() });
+        assert!(job.wait_and_release().unwrap_err().is_cancelled());
+        drain.join().unwrap();
+    });
+}
