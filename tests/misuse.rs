@@ -10,6 +10,8 @@ use numafiber::{fiber, sync, BuildErrorKind, Runtime, SpawnErrorKind, Topology, 
 
 /// What a case produced: the error's kind (Debug) and its message.
 type Outcome = (String, String);
+/// A case: its name, what it runs, the kind and message text it must give.
+type Case = (&'static str, Box<dyn Fn() -> Outcome>, &'static str, &'static str);
 
 fn rt1() -> Runtime {
     Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap()
@@ -23,7 +25,7 @@ fn panic_text(f: impl FnOnce()) -> Outcome {
 
 #[test]
 fn misuse_table() {
-    let cases: Vec<(&str, Box<dyn Fn() -> Outcome>, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "zero workers",
             Box::new(|| {
