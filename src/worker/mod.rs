@@ -337,11 +337,11 @@ impl WorkerLocal {
         }
         let shared = &self.shared;
         let body = task.body_ptr();
+        task.set_last_worker(self.index);
         // SAFETY: we hold the run permission (from the queue entry or the
         // private yield queue), so the body is ours. Only the `coro` field
         // is borrowed mutably across the resume below; the fiber itself
         // reads the disjoint `yielder` field through the raw pointer.
-        task.set_last_worker(self.index);
         let (slot, entry) = unsafe {
             (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
