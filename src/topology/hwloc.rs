@@ -26,6 +26,15 @@ use hwlocality::Topology as HwTopology;
 
 use super::{check_matrix, NumaNode, Topology, TopologyError, TopologyErrorKind as K};
 
+/// Build an hwloc topology, turning both its errors and a panic inside
+/// hwlocality into an error text (bad input must never unwind out of us).
+fn build_guarded(build: impl FnOnce() -> Result<HwTopology, String>) -> Result<HwTopology, String> {
+    match catch_unwind(AssertUnwindSafe(build)) {
+        Ok(r) => r,
+        Err(_) => Err("hwloc failed unexpectedly".into()),
+    }
+}
+
 /// The real machine's hwloc topology, or why it could not be built.
 fn real_topology() -> Result<&'static HwTopology, String> {
     static REAL: OnceLock<Result<HwTopology, String>> = OnceLock::new();
@@ -88,18 +97,10 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
              use smaller counts"
         )));
     }
-    let built = catch_unwind(AssertUnwindSafe(|| {
-        HwTopology::builder()
-            .from_synthetic(desc)
-            .map_err(|e| e.to_string())?
-            .build()
-            .map_err(|e| e.to_string())
-    }));
-    let hw = match built {
-        Ok(Ok(t)) => t,
-        Ok(Err(why)) => return Err(invalid(why)),
-        Err(_) => return Err(invalid("hwloc failed unexpectedly".into())),
-    };
+    let hw = build_guarded(|| {
+        HwTopology::builder().from_synthetic(desc).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
+    })
+    .map_err(invalid)?;
     let (nodes, node_os, matrix) = extract(&hw);
     let t = Topology::from_parts(
         nodes,
@@ -156,18 +157,10 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
             ),
         )
     };
-    let built = catch_unwind(AssertUnwindSafe(|| {
-        HwTopology::builder()
-            .from_xml_file(path)
-            .map_err(|e| e.to_string())?
-            .build()
-            .map_err(|e| e.to_string())
-    }));
-    let hw = match built {
-        Ok(Ok(t)) => t,
-        Ok(Err(why)) => return Err(invalid(why)),
-        Err(_) => return Err(invalid("hwloc failed unexpectedly".into())),
-    };
+    let hw = build_guarded(|| {
+        HwTopology::builder().from_xml_file(path).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
+    })
+    .map_err(invalid)?;
     let (nodes, node_os, matrix) = extract(&hw);
     let matrix = matrix.map_err(|why| {
         TopologyError::new(
