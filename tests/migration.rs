@@ -14,8 +14,9 @@ fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-#[test]
-fn current_worker_follows_migrations() {
+/// A 2-worker stealing runtime and the map from each worker's Linux thread
+/// id to its index.
+fn runtime_and_tids() -> (Runtime, Arc<HashMap<i32, usize>>) {
     let rt = Runtime::builder()
         .workers(2)
         .topology(Topology::uniform(1, 2))
@@ -24,7 +25,12 @@ fn current_worker_follows_migrations() {
         .unwrap();
     let tids: HashMap<i32, usize> = rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect();
     assert_eq!(tids.len(), 2);
-    let tids = Arc::new(tids);
+    (rt, Arc::new(tids))
+}
+
+#[test]
+fn current_worker_follows_migrations() {
+    let (rt, tids) = runtime_and_tids();
     let migrations = Arc::new(AtomicUsize::new(0));
     let checks = Arc::new(AtomicUsize::new(0));
     let hs: Vec<_> = (0..64)
@@ -66,14 +72,7 @@ fn current_worker_follows_migrations() {
 
 #[test]
 fn pinned_fibers_never_migrate() {
-    let rt = Runtime::builder()
-        .workers(2)
-        .topology(Topology::uniform(1, 2))
-        .policy(Policy::RandomSteal)
-        .build()
-        .unwrap();
-    let tids: HashMap<i32, usize> = rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect();
-    let tids = Arc::new(tids);
+    let (rt, tids) = runtime_and_tids();
     let hs: Vec<_> = (0..32)
         .map(|i| {
             let tids = tids.clone();
