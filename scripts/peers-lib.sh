@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# peers-lib.sh - sourced by the bench scripts that measure numafiber against
+# peers outside Rust (Go, Boost.Fiber). Each `need_*` function installs the
+# peer's Debian package when it is missing (as root, or with sudo), and
+# returns non-zero with a message on stderr when it cannot: the caller then
+# skips that peer and says so, it never fails the whole bench.
+#
+#   . scripts/peers-lib.sh
+#   if need_go; then go build -o "$OUT/skynet_go" benches/peers/go/skynet; fi
+#   if need_boost_fiber; then g++ -O2 ... -lboost_fiber -lboost_context; fi
+#
+# Peer programs live in benches/peers/go/<name>/main.go and
+# benches/peers/boost/<name>.cpp, each in the same shape as the Rust bench
+# it is compared with.
+
+_peers_sudo() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }
+
+_peers_apt() {
+    DEBIAN_FRONTEND=noninteractive _peers_apt_update_once &&
+    DEBIAN_FRONTEND=noninteractive _peers_sudo apt-get install -y -qq "$@" >/dev/null 2>&1
+}
+
+_peers_apt_update_once() {
+    [ -n "${_PEERS_APT_UPDATED:-}" ] && return 0
+    _peers_sudo apt-get update -qq >/dev/null 2>&1 || return 1
+    _PEERS_APT_UPDATED=1
+}
+
+# Go toolchain (Debian's golang-go). GOMAXPROCS is the caller's to set.
+need_go() {
+    command -v go >/dev/null 2>&1 && return 0
+    _peers_apt golang-go && command -v go >/dev/null 2>&1 && return 0
+    echo "peers: Go is not installed and golang-go could not be installed: skipping Go" >&2
+    return 1
+}
+
+# Boost.Fiber headers and libraries (Debian's libboost-fiber-dev) and g++.
+need_boost_fiber() {
+    if [ -e /usr/include/boost/fiber/all.hpp ] && command -v g++ >/dev/null 2>&1; then return 0; fi
+    _peers_apt libboost-fiber-dev libboost-context-dev g++ && [ -e /usr/include/boost/fiber/all.hpp ] && return 0
+    echo "peers: Boost.Fiber is not installed and libboost-fiber-dev could not be installed: skipping Boost.Fiber" >&2
+    return 1
+}
