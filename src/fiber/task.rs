@@ -123,6 +123,9 @@ pub(crate) mod wait_kind {
     pub(crate) const CHAN_SEND: u8 = 11;
     pub(crate) const JOIN_ANY: u8 = 12;
     pub(crate) const SCOPE: u8 = 13;
+    pub(crate) const ONESHOT: u8 = 14;
+    pub(crate) const AUTO_EVENT: u8 = 15;
+    pub(crate) const JOIN_SET: u8 = 16;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -138,6 +141,9 @@ pub(crate) mod wait_kind {
             BARRIER => format!("Barrier wait {obj:#x}"),
             WAITGROUP => format!("WaitGroup wait {obj:#x}"),
             EVENT => format!("Event wait {obj:#x}"),
+            ONESHOT => format!("oneshot Future wait {obj:#x}"),
+            AUTO_EVENT => format!("AutoResetEvent wait {obj:#x}"),
+            JOIN_SET => format!("JoinSet::join_next {obj:#x}"),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
             _ => return None,

@@ -193,6 +193,9 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
+    /// The rest of the detector's per-runtime state (strict mode, the
+    /// one-time warning, external wake sources such as I/O).
+    pub(crate) deadlock: crate::sync::deadlock::RuntimeState,
 }
 
 impl LoadProbe for Shared {
@@ -229,6 +232,7 @@ impl Shared {
             },
             over_limit: AtomicBool::new(false),
             deadlock_detection: AtomicBool::new(true),
+            deadlock: Default::default(),
         }
     }
 

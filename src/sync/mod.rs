@@ -11,6 +11,8 @@
 //! | [`Barrier`] | cyclic barrier with a leader | `std::sync::Barrier` |
 //! | [`WaitGroup`] | `add`/`done`/`wait` | Go `sync.WaitGroup`, C++ `latch` |
 //! | [`Event`] | manual-reset event | cppcoro `async_manual_reset_event` |
+//! | [`AutoResetEvent`] | auto-reset event: a set releases one waiter | corolib `auto_reset_event`, cppcoro `async_auto_reset_event` |
+//! | [`oneshot()`] | one value or error, [`oneshot::Promise`] → [`oneshot::Future`] | corolib `async_operation<T>`, Boost.Fiber `promise`/`future` |
 //! | [`channel`] | `bounded(cap)` (0 = rendezvous), `unbounded()` | `crossbeam-channel`, cppcoro queues |
 //!
 //! ```
@@ -80,16 +82,20 @@
 //! causes a false report; turn the check off with
 //! [`Builder::deadlock_detection`](crate::Builder::deadlock_detection).
 
+mod auto_reset_event;
 pub mod channel;
 mod condvar;
 pub(crate) mod deadlock;
 mod latch;
 mod mutex;
+pub mod oneshot;
 pub(crate) mod queue;
 mod rwlock;
 mod semaphore;
 
+pub use auto_reset_event::AutoResetEvent;
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use oneshot::oneshot;
 pub use latch::{Barrier, BarrierWaitResult, Event, WaitGroup};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

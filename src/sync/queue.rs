@@ -63,7 +63,10 @@ impl Node {
     pub(crate) fn wake(&self) {
         match &self.waiter {
             Waiter::Fiber { task, shared } => shared.wake(task.clone()),
-            Waiter::Thread(t) => t.unpark(),
+            Waiter::Thread(t) => {
+                crate::sync::deadlock::note_thread_wake();
+                t.unpark()
+            }
         }
     }
 }
