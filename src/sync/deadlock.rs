@@ -354,3 +354,36 @@ fn report(runtimes: &[Arc<Shared>], own: &Arc<Shared>, root: &TaskRef, kind: Kin
     }
     Some(msg)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reactor hook: a fiber parked on an external wake source keeps
+    /// the runtime from being quiescent, so even the strict check (which
+    /// ignores other threads) does not report it.
+    #[test]
+    fn a_fiber_waiting_on_an_external_source_is_not_a_deadlock() {
+        let rt = crate::Runtime::builder().workers(1).strict_deadlock_detection(true).build().unwrap();
+        let ev = Arc::new(crate::sync::Event::new());
+        let e2 = ev.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            e2.set(); // stands in for a socket becoming ready
+        });
+        let shared = rt.shared().clone();
+        let woke = rt.block_on(move || {
+            let _io = ExternalWait::new(&shared);
+            ev.wait();
+            true
+        });
+        assert!(woke);
+        t.join().unwrap();
+        // Without the hook the same wait is reported by the strict check.
+        let ev = Arc::new(crate::sync::Event::new());
+        let e2 = ev.clone();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(move || e2.wait())));
+        assert!(r.is_err());
+        ev.set();
+    }
+}
