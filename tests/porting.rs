@@ -378,3 +378,40 @@ fn join_error_resume_rethrows_the_payload() {
     });
     assert_eq!(caught.downcast_ref::<ParseError>(), Some(&ParseError(3)));
 }
+
+#[test]
+fn join_set_on_a_thread_returns_when_the_runtime_shuts_down() {
+    let rt = rt(1);
+    let h = rt.handle();
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = started.clone();
+    let busy = rt.spawn(move || {
+        s2.store(true, SeqCst);
+        let end = std::time::Instant::now() + Duration::from_millis(300);
+        while std::time::Instant::now() < end {
+            std::hint::black_box(0); // keeps the only worker, never yields
+        }
+    });
+    while !started.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let mut set = JoinSet::new();
+    for i in 0..5u32 {
+        set.spawn_on(&h, move || i); // queued behind `busy`, most likely unstarted
+    }
+    set.spawn_on(&h, || loop {
+        fiber::sleep(Duration::from_secs(60)) // never finishes by itself
+    });
+    let t = std::thread::spawn(move || set.join_all());
+    rt.shutdown(); // destroys the queued and the sleeping fibers
+    let rs = t.join().unwrap();
+    assert_eq!(rs.len(), 6, "every fiber of the set was reported, none hangs");
+    assert!(rs.iter().any(|r| r.as_ref().is_err_and(|e| e.is_cancelled())));
+    for r in rs {
+        match r {
+            Ok(i) => assert!(i < 5),
+            Err(e) => assert!(e.is_cancelled(), "{e}"),
+        }
+    }
+    assert!(busy.join().is_ok());
+}

@@ -2,9 +2,10 @@
 //! finish (a re-awaitable `when_any`).
 //!
 //! Each fiber spawned through the set runs its closure inside a small
-//! wrapper whose drop guard pushes the fiber's key (a per-set counter) onto the set's *ready
-//! queue* (a `WaitQueue<VecDeque<u64>>`) when the closure returns, panics,
-//! or is destroyed by shutdown. `join_next` pops a key (parking while the
+//! wrapper whose drop guard pushes the fiber's key (a per-set counter) onto
+//! the set's *ready queue* (a `WaitQueue<VecDeque<u64>>`) when the closure
+//! returns, panics, or is destroyed by shutdown (also unstarted: the guard
+//! is captured by the closure). `join_next` pops a key (parking while the
 //! queue is empty) and joins that fiber's handle, whose result is there or
 //! about to be (the guard runs just before the fiber publishes it). So a
 //! `join_next` costs O(1) whatever the set's size, unlike polling every
@@ -134,11 +135,13 @@ impl<T: Send + 'static> JoinSet<T> {
     {
         let key = self.next_key;
         self.next_key += 1;
-        let ready = self.ready.clone();
+        // Captured by the closure, so it also reports a fiber whose closure
+        // is dropped unrun (destroyed by shutdown before it started).
+        let finished = Finished { key, ready: self.ready.clone() };
         let h = crate::fiber::spawn_on(
             handle.shared(),
             move || {
-                let _finished = Finished { key, ready };
+                let _finished = finished;
                 f()
             },
             crate::fiber::SpawnOpts::default(),
