@@ -691,6 +691,11 @@ impl Handle {
     }
 
     /// Number of worker threads of the runtime.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
+    /// assert_eq!(rt.handle().workers(), 2);
+    /// ```
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
     }

@@ -31,9 +31,24 @@ use crate::fiber::task::wait_kind;
 use crate::sync::queue::{wake_all, Outcome, Reason, WaitQueue};
 
 /// The error a completion carries: [`Promise::set_error`]'s argument.
+///
+/// ```
+/// let e: numafiber::sync::oneshot::BoxError = "refused".into();
+/// assert_eq!(e.to_string(), "refused");
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a [`Future`] has no value for the caller.
+///
+/// ```
+/// use numafiber::sync::{self, oneshot::FutureError};
+/// let (p, f) = sync::oneshot::<u8>();
+/// p.set_error("disk full");
+/// match f.wait() {
+///     Err(FutureError::Failed(e)) => assert_eq!(e.to_string(), "disk full"),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[non_exhaustive]
 pub enum FutureError {
     /// The [`Promise`] was dropped without a value or an error (C++
@@ -54,14 +69,33 @@ pub enum FutureError {
 
 impl FutureError {
     /// The promise was dropped unset.
+    ///
+    /// ```
+    /// let (p, f) = numafiber::sync::oneshot::<u8>();
+    /// drop(p);
+    /// assert!(f.wait().unwrap_err().is_broken());
+    /// ```
     pub fn is_broken(&self) -> bool {
         matches!(self, FutureError::Broken)
     }
     /// The promise completed with an error.
+    ///
+    /// ```
+    /// let (p, f) = numafiber::sync::oneshot::<u8>();
+    /// p.set_error("no route to host");
+    /// assert!(f.wait().unwrap_err().is_failed());
+    /// ```
     pub fn is_failed(&self) -> bool {
         matches!(self, FutureError::Failed(_))
     }
-    /// The error of a failed completion.
+    /// The error of a failed completion (`None` for the other kinds).
+    ///
+    /// ```
+    /// let (p, f) = numafiber::sync::oneshot::<u8>();
+    /// p.set_error(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    /// let e = f.wait().unwrap_err().into_error().unwrap();
+    /// assert_eq!(e.downcast::<std::io::Error>().unwrap().kind(), std::io::ErrorKind::TimedOut);
+    /// ```
     pub fn into_error(self) -> Option<BoxError> {
         match self {
             FutureError::Failed(e) => Some(e),
