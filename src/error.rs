@@ -261,7 +261,7 @@ impl JoinError {
     /// let caught = rt.block_on(|| {
     ///     let e = fiber::spawn(|| -> u32 { std::panic::panic_any(7u32) }).join().unwrap_err();
     ///     // Re-raise in this fiber, catch it one level up.
-    ///     std::panic::catch_unwind(|| e.resume()).unwrap_err()
+    ///     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.resume())).unwrap_err()
     /// });
     /// assert_eq!(caught.downcast_ref::<u32>(), Some(&7));
     /// ```
