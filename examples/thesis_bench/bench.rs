@@ -922,6 +922,24 @@ pub fn print_table(rows: &[Summary]) {
         );
     }
     println!("  ~ : the intervals of this policy and rr overlap: the difference is inside the noise");
+    // How much of the wall time each worker thread got a CPU: a worker that
+    // the OS runs less (other load on its PU) does less, and stealing
+    // policies' units follow; rr's fixed placement does not.
+    let nw = rows.iter().flat_map(|r| r.runs.iter().map(|x| x.cpu_s.len())).max().unwrap_or(0);
+    if nw > 0 {
+        let shares: Vec<String> = (0..nw)
+            .map(|w| {
+                let mut v: Vec<f64> = rows
+                    .iter()
+                    .flat_map(|r| r.runs.iter())
+                    .filter(|x| x.cpu_s.len() == nw && x.secs > 0.0)
+                    .map(|x| x.cpu_s[w] / x.secs)
+                    .collect();
+                format!("w{w} {:.0}%", median_f(&mut v) * 100.0)
+            })
+            .collect();
+        println!("  worker CPU time / wall time, median over all runs of the point: {}", shares.join(", "));
+    }
     if first.thieves > 0 {
         print_heavy_placement(rows);
     }
@@ -1589,16 +1607,21 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
             files.push(path);
         }
         if settings.sweeps.is_empty() {
-            // Default points: one row per scenario and balance (x = queue length).
+            // Default points: one row per scenario, x = the policy's index.
+            let by_index: Vec<Summary> = all
+                .iter()
+                .map(|r| Summary { value: names.iter().position(|n| *n == r.variant).unwrap_or(0), ..r.clone() })
+                .collect();
             let mut groups: Vec<(String, Vec<&Summary>)> = Vec::new();
-            for r in &all {
+            for r in &by_index {
                 match groups.iter_mut().find(|(k, _)| *k == r.scenario) {
                     Some((_, v)) => v.push(r),
                     None => groups.push((r.scenario.clone(), vec![r])),
                 }
             }
+            let xdesc: Vec<String> = names.iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
             let path = dir.join("default_units_wall.svg");
-            plot::units_wall(&path, "mults", &groups, &names).map_err(plot_err)?;
+            plot::units_wall(&path, &format!("policy ({})", xdesc.join(", ")), &groups, &names).map_err(plot_err)?;
             files.push(path);
         }
         println!("\nwrote {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
