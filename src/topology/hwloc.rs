@@ -183,6 +183,9 @@ pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
     let mut objs: u64 = 1;
     let mut size = SyntheticSize { pus: 1, nodes: 0, arity: 0 };
     let mut numa_levels = false;
+    let mut count_only = false;
+    // Objects of the level above the current one.
+    let mut above: u64 = 1;
     for tok in split_synthetic(desc)? {
         if let Some(inner) = tok.strip_prefix('[') {
             let ty = inner.strip_suffix(']').ok_or_else(|| format!("`{tok}` lacks its closing `]`"))?;
@@ -204,6 +207,8 @@ pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
             return Err(format!("`{tok}` has no object count (a decimal number)"));
         }
         let n: u64 = count.parse().unwrap_or(u64::MAX);
+        count_only |= ty.is_none();
+        above = objs;
         objs = objs.saturating_mul(n);
         size.arity = size.arity.max(n);
         if ty.is_some_and(is_numa_type) {
@@ -212,11 +217,13 @@ pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
         }
     }
     size.pus = objs;
-    if !numa_levels {
-        // hwloc adds one NUMA node per package when none is described;
-        // a count-only string gets its levels guessed: at most one node
-        // per object of any level above the PUs.
-        size.nodes = objs.max(1);
+    if count_only {
+        // hwloc guesses the levels of a bare count: at most one NUMA node
+        // per object of the level above the PUs.
+        size.nodes = size.nodes.max(above);
+    } else if !numa_levels {
+        // hwloc adds one NUMA node to the machine when none is described.
+        size.nodes = 1;
     }
     Ok(size)
 }
