@@ -173,7 +173,10 @@ impl Builder {
     /// # Safety
     /// Without a guard page an overflowing fiber writes into the stack below
     /// its own before the canary check notices; the caller promises its
-    /// fibers stay within their stack size.
+    /// fibers stay within their stack size. Unbounded recursion in
+    /// particular usually runs off the slab into unmapped memory and ends
+    /// in a bare SIGSEGV, with no report naming the fiber (the canary is
+    /// never checked); develop recursive code on guarded stacks.
     ///
     /// ```
     /// use numafiber::{fiber, Runtime};
