@@ -52,7 +52,7 @@ fn misuse_table() {
                 (format!("{:?}", e.kind()), e.to_string())
             }),
             "StackTooSmall",
-            "stack_size(n) with n >= 32768",
+            "stack_size(n) with n >= 16384",
         ),
         (
             "fiber stack below the minimum",
@@ -62,7 +62,7 @@ fn misuse_table() {
                 (format!("{:?}", e.kind()), e.to_string())
             }),
             "StackTooSmall",
-            "n >= 32768",
+            "n >= 16384",
         ),
         (
             "malformed topology spec",

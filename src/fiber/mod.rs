@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
-pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
@@ -214,9 +214,14 @@ where
     T: Send + 'a,
 {
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
-    let min_stack = shared.stack_mode.min_stack_size();
-    if stack_size < min_stack {
-        return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum: min_stack }));
+    match stack::check_size(stack_size, shared.stack_mode) {
+        Ok(()) => {}
+        Err(stack::SizeError::TooSmall { minimum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum }));
+        }
+        Err(stack::SizeError::TooLarge { maximum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooLarge { requested: stack_size, maximum }));
+        }
     }
     let nworkers = shared.workers.len();
     if let Some(w) = opts.worker {
@@ -233,14 +238,8 @@ where
     if shared.is_shutting_down() {
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
+    // No limit on how many fibers exist: an unstarted fiber owns no stack.
     let me = shared.local_worker_index();
-    let seq = match me {
-        Some(m) => shared.workers[m].counters.spawned.load(Relaxed),
-        None => shared.foreign_spawned.load(Relaxed),
-    };
-    if let Some(live) = shared.fiber_budget_exhausted(seq) {
-        return Err(SpawnError::new(SpawnErrorKind::TooManyFibers { live, limit: shared.max_live }));
-    }
     let node_worker = |n: usize| {
         (0..nworkers)
             .filter(|&w| shared.workers[w].slot.node == n)
@@ -384,9 +383,13 @@ impl<T> JoinHandle<T> {
 /// runtime's policy.
 ///
 /// # Panics
-/// Outside a fiber of a runtime (like `tokio::spawn`); use
+/// Outside a fiber of a runtime (like `tokio::spawn`), and from a
+/// destructor that runs while the runtime shuts down; use
 /// [`Runtime::spawn`](crate::Runtime::spawn) from plain threads, or
-/// [`Builder::spawn`] for a `Result`.
+/// [`Builder::spawn`] for a `Result`. Never because of how many fibers
+/// exist: a fiber owns no stack until it first runs, and stacks are carved
+/// from slabs without a memory mapping each (see "Stacks" in the module
+/// docs).
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -743,7 +746,10 @@ impl Builder {
         self.opts.name = Some(name.into());
         self
     }
-    /// Stack size in bytes (minimum [`MIN_STACK_SIZE`]).
+    /// Stack size in bytes, from [`MIN_STACK_SIZE`] (16 KiB) to
+    /// [`MAX_STACK_SIZE`]; outside that range `spawn` returns
+    /// `SpawnErrorKind::StackTooSmall` / `StackTooLarge`. Guarded stacks are
+    /// rounded up to a power of two; only touched pages cost memory.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.opts.stack_size = Some(bytes);
         self

@@ -119,8 +119,13 @@ impl Builder {
         self.options = o;
         self
     }
-    /// Default fiber stack size in bytes (default 64 KiB, minimum
-    /// [`crate::fiber::MIN_STACK_SIZE`]).
+    /// Default fiber stack size in bytes (default
+    /// [`crate::fiber::DEFAULT_STACK_SIZE`], 256 KiB; from
+    /// [`crate::fiber::MIN_STACK_SIZE`], 16 KiB, to
+    /// [`crate::fiber::MAX_STACK_SIZE`]; `build` returns
+    /// `BuildErrorKind::StackTooSmall` / `StackTooLarge` outside). Stacks
+    /// are committed lazily: a fiber costs the pages it touches, not this
+    /// size (see [`crate::fiber`], "Stacks").
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = bytes;
         self
@@ -189,12 +194,14 @@ impl Builder {
         if self.workers == Some(0) {
             return Err(BuildError::new(BuildErrorKind::ZeroWorkers));
         }
-        let min_stack = self.stack_mode.min_stack_size();
-        if self.stack_size < min_stack {
-            return Err(BuildError::new(BuildErrorKind::StackTooSmall {
-                requested: self.stack_size,
-                minimum: min_stack,
-            }));
+        match crate::fiber::stack::check_size(self.stack_size, self.stack_mode) {
+            Ok(()) => {}
+            Err(crate::fiber::stack::SizeError::TooSmall { minimum }) => {
+                return Err(BuildError::new(BuildErrorKind::StackTooSmall { requested: self.stack_size, minimum }));
+            }
+            Err(crate::fiber::stack::SizeError::TooLarge { maximum }) => {
+                return Err(BuildError::new(BuildErrorKind::StackTooLarge { requested: self.stack_size, maximum }));
+            }
         }
         let topology = match self.topology {
             Some(t) => t,
@@ -246,6 +253,7 @@ impl Builder {
             self.stack_mode,
         ));
         crate::fiber::overflow::install_handler();
+        crate::fiber::stack::side::install_panic_hook();
         shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut threads = Vec::with_capacity(nworkers);
@@ -300,7 +308,7 @@ fn worker_main(
     me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
     let _ = tx.send((i, pinned));
     drop(tx);
-    crate::fiber::overflow::install_altstack();
+    let altstack = crate::fiber::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
     let local = WorkerLocal::new(i, shared.clone(), deque);
     tls::set_worker(&local);
@@ -308,6 +316,8 @@ fn worker_main(
     tls::set_worker(std::ptr::null());
     drop(local);
     std::mem::forget(guard);
+    // No fiber runs on this thread any more: the signal stack can go.
+    drop(altstack);
 }
 
 /// A pool of pinned worker threads running fibers.
@@ -390,6 +400,12 @@ impl Runtime {
     }
 
     /// Spawn a fiber from any thread; it is placed by the policy.
+    ///
+    /// # Panics
+    /// Never because of how many fibers exist: an unstarted fiber owns no
+    /// stack and counts against no limit. It panics only when the runtime
+    /// is shutting down (from a destructor that the shutdown drain runs);
+    /// use [`crate::fiber::Builder::spawn_on`] for a `Result`.
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
