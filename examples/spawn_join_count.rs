@@ -9,7 +9,8 @@
 //!
 //! Compare the total `Ir` of runs with two values of N: the difference
 //! divided by the difference in N is the cost of one spawn + join, with the
-//! runtime's start-up and shutdown cancelled out.
+//! runtime's start-up and shutdown cancelled out. A second argument
+//! `unguarded` uses `unguarded_stacks()` instead of the default stacks.
 
 use std::hint::black_box;
 
@@ -17,12 +18,17 @@ use numafiber::{fiber, Policy, Runtime, Topology};
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let rt = Runtime::builder()
-        .workers(1)
-        .topology(Topology::uniform(1, 1))
-        .policy(Policy::RandomSteal)
-        .build()
-        .expect("runtime");
+    let b = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).policy(Policy::RandomSteal);
+    let b = if std::env::args().nth(2).as_deref() == Some("unguarded") {
+        #[allow(deprecated)]
+        // SAFETY: these fibers use a few hundred bytes of stack.
+        unsafe {
+            b.unguarded_stacks()
+        }
+    } else {
+        b
+    };
+    let rt = b.build().expect("runtime");
     let s = rt.block_on(move || {
         let mut s = 0u64;
         for i in 0..n {

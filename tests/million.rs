@@ -34,6 +34,7 @@ fn a_million_parked_fibers() {
     // a parked fiber needs more than 5 KiB (measured: 4 and 5 KiB stacks
     // overflow during the unwind, 6 KiB do not). RSS per parked fiber is
     // about the stack size plus ~400 bytes, so 6 KiB meets the 8 KiB target.
+    #[allow(deprecated)] // the deprecated unguarded mode keeps its test
     let rt = unsafe {
         Runtime::builder()
             .workers(2)
