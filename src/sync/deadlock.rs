@@ -352,6 +352,9 @@ fn report(runtimes: &[Arc<Shared>], own: &Arc<Shared>, root: &TaskRef, kind: Kin
     for l in lines {
         let _ = writeln!(msg, "  {l}");
     }
+    if let Some(note) = own.stacks.starvation_note() {
+        let _ = writeln!(msg, "{note}");
+    }
     Some(msg)
 }
 
