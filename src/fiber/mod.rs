@@ -36,6 +36,7 @@
 //! only read through non-inlined accessors, so [`current`] always reports
 //! the worker that is really running the fiber.
 
+mod blocking;
 pub(crate) mod job;
 pub(crate) mod overflow;
 pub(crate) mod packet;
@@ -50,6 +51,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};

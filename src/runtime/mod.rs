@@ -226,6 +226,8 @@ impl Builder {
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
                 timers: Default::default(),
+                poll_flag: crate::reactor::driver::PollFlag::new(),
+                reactor_waker: OnceLock::new(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();

@@ -39,6 +39,8 @@ use crate::fiber::job::Runnable;
 use crate::fiber::stack::{Slabs, StackMode};
 use crate::fiber::task::TaskRef;
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
+use crate::reactor::driver::PollFlag;
+use crate::reactor::Reactor;
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
 use crate::topology::{Topology, WorkerSlot};
 use crate::worker::tls;
@@ -84,6 +86,10 @@ pub(crate) struct WorkerShared {
     /// Timers armed on this worker and not fired yet (deadlock detector:
     /// a pending timer may still wake a fiber). Written by the worker only.
     pub(crate) timers: AtomicUsize,
+    /// Set while the worker blocks in the reactor's poll (`reactor::driver`).
+    pub(crate) poll_flag: PollFlag,
+    /// The reactor this worker has driven (so `unpark` can reach its waker).
+    pub(crate) reactor_waker: OnceLock<Arc<Reactor>>,
 }
 
 impl WorkerShared {
@@ -110,6 +116,8 @@ impl Sleepers for [WorkerShared] {
         if let Some(th) = self[i].thread.get() {
             th.unpark();
         }
+        // A worker sleeping in `epoll_wait` instead of its futex.
+        crate::reactor::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
     }
 }
 
@@ -193,6 +201,10 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
+    /// The I/O reactor, created by the first socket a fiber of this runtime
+    /// waits on (`crate::reactor`).
+    pub(crate) reactor: OnceLock<Arc<Reactor>>,
+    pub(crate) reactor_init: Mutex<()>,
 }
 
 impl LoadProbe for Shared {
@@ -229,6 +241,8 @@ impl Shared {
             },
             over_limit: AtomicBool::new(false),
             deadlock_detection: AtomicBool::new(true),
+            reactor: OnceLock::new(),
+            reactor_init: Mutex::new(()),
         }
     }
 
