@@ -234,6 +234,52 @@ impl Registration {
     }
 }
 
+/// The runtime's `driver::Backend`: mio, the worker's thread, its timer.
+struct RtBackend<'a> {
+    shared: &'a Shared,
+    reactor: Option<&'a Reactor>,
+    me: usize,
+    deadline: Option<Instant>,
+    ready: std::cell::RefCell<&'a mut Vec<TaskRef>>,
+}
+
+impl RtBackend<'_> {
+    fn timeout(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+impl driver::Backend for RtBackend<'_> {
+    fn poll(&self) -> bool {
+        let mut ready = self.ready.borrow_mut();
+        let before = ready.len();
+        if let Some(r) = self.reactor {
+            r.poll_once(self.timeout(), &mut ready);
+        }
+        ready.len() > before
+    }
+    fn poll_now(&self) -> bool {
+        let mut ready = self.ready.borrow_mut();
+        let before = ready.len();
+        if let Some(r) = self.reactor {
+            r.poll_once(Some(Duration::ZERO), &mut ready);
+        }
+        ready.len() > before
+    }
+    fn park_thread(&self) {
+        match self.timeout() {
+            Some(t) => std::thread::park_timeout(t),
+            None => std::thread::park(),
+        }
+    }
+    fn must_leave(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d) || self.shared.is_shutting_down()
+    }
+    fn hand_off(&self) {
+        hand_off(self.shared, self.me);
+    }
+}
+
 /// Worker side: the parking step of an idle worker (`Idle::sleep`'s `park`
 /// closure). Sleeps in the reactor if the runtime has sockets and nobody
 /// else drives, else on the thread's futex; up to `deadline` (the worker's
@@ -241,53 +287,33 @@ impl Registration {
 /// them once it has withdrawn from the sleepers). Returns whether to go on
 /// waiting (`Idle::sleep`'s protocol).
 pub(crate) fn park_worker(shared: &Shared, me: usize, deadline: Option<Instant>, ready: &mut Vec<TaskRef>) -> bool {
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        return false;
+    }
     let w = &shared.workers[me];
-    let timeout = match deadline {
-        Some(d) => {
-            let now = Instant::now();
-            if d <= now {
-                return false;
-            }
-            Some(d - now)
-        }
-        None => None,
+    let reactor = shared.reactor.get().filter(|r| r.registered() > 0);
+    if let Some(r) = reactor {
+        let _ = w.reactor_waker.set(r.clone());
+    }
+    let b = RtBackend { shared, reactor: reactor.map(|r| &**r), me, deadline, ready: std::cell::RefCell::new(ready) };
+    let gate = match reactor {
+        Some(r) => &r.gate,
+        None => return driver::park_step(&Gate::new(), &w.poll_flag, &w.sleeper, false, &b),
     };
-    if let Some(r) = shared.reactor.get() {
-        if r.registered() > 0 && r.gate.try_enter() {
-            let _ = w.reactor_waker.set(r.clone());
-            let polled = w.poll_flag.begin_poll(&w.sleeper);
-            if polled {
-                r.poll_once(timeout, ready);
-                w.poll_flag.end_poll();
-            }
-            let contended = r.gate.leave();
-            let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
-            let leaving = !ready.is_empty() || timed_out || !w.sleeper.is_sleeping() || shared.is_shutting_down();
-            if leaving || contended {
-                hand_off(shared, me);
-            }
-            return polled && ready.is_empty() && !timed_out;
-        }
-    }
-    match timeout {
-        Some(t) => std::thread::park_timeout(t),
-        None => std::thread::park(),
-    }
-    true
+    driver::park_step(gate, &w.poll_flag, &w.sleeper, true, &b)
 }
 
 /// Busy side: poll without blocking if fibers wait on sockets and nobody
 /// drives; wake the fibers made ready (onto this worker's deque).
 pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
     let Some(r) = shared.reactor.get() else { return };
-    if r.waiting() == 0 || !r.gate.try_enter() {
+    if r.waiting() == 0 {
         return;
     }
     let mut ready = Vec::new();
-    r.poll_once(Some(Duration::ZERO), &mut ready);
-    if r.gate.leave() {
-        hand_off(shared, me);
-    }
+    let b = RtBackend { shared, reactor: Some(r), me, deadline: None, ready: std::cell::RefCell::new(&mut ready) };
+    driver::poll_busy(&r.gate, &b);
+    drop(b);
     for t in ready {
         shared.wake(t);
     }

@@ -458,6 +458,12 @@ impl Runtime {
             return;
         }
         self.shared.shutdown.store(true, SeqCst);
+        // Pairs with the sleeper's fence (announce, fence, re-check the
+        // flag): a worker that announces itself after `wake_all` read its
+        // flag sees `shutdown`. Needed since an idle worker may block in
+        // the reactor's `epoll_wait`, where the futex token `wake_all`
+        // leaves does not reach it (loom model `reactor_busy_poll_vs_idle`).
+        std::sync::atomic::fence(SeqCst);
         self.shared.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
