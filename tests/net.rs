@@ -177,7 +177,7 @@ fn timeouts_in_fibers_and_on_threads() {
         let t = Instant::now();
         let e = loop {
             match (&s).write(&chunk) {
-                Ok(_) => assert!(t.elapsed() < Duration::from_secs(60), "the send buffer never filled"),
+                Ok(n) => assert!(n > 0 && t.elapsed() < Duration::from_secs(60), "the send buffer never filled"),
                 Err(e) => break e,
             }
         };

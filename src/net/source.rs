@@ -78,16 +78,14 @@ impl<S: Source + AsRawFd> IoSource<S> {
         }
         match crate::fiber::current_task_and_shared() {
             Some((task, shared)) if !crate::fiber::current_cannot_suspend() => {
-                match self.registration(&shared)? {
-                    Some(reg) => return self.fiber_loop(reg, &shared, &task, d, deadline, timeout, op),
-                    // Registered with another runtime's reactor: block
-                    // this worker thread instead (documented).
-                    None => {}
+                // `None`: registered with another runtime's reactor; block
+                // this worker thread instead (documented).
+                if let Some(reg) = self.registration(&shared)? {
+                    return self.fiber_loop(reg, &shared, &task, d, deadline, timeout, op);
                 }
             }
             Some(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Other,
+                return Err(io::Error::other(
                     "numafiber::net: this fiber is being destroyed (runtime shutdown) or is unwinding a \
                      panic, so it cannot wait for the socket",
                 ))
@@ -159,8 +157,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
             crate::fiber::set_wait_reason(wait_kind::NONE, 0);
             reg.io.remove_waiter(&reg.reactor, d, task);
             if crate::fiber::current_cannot_suspend() {
-                return Err(io::Error::new(
-                    io::ErrorKind::Other,
+                return Err(io::Error::other(
                     "numafiber::net: the runtime is shutting down (the fiber waiting on the socket is destroyed)",
                 ));
             }

@@ -108,7 +108,7 @@ impl TcpListener {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
-        each_addr(addr, |a| mio::net::TcpListener::bind(a)).map(|l| TcpListener { inner: IoSource::new(l) })
+        each_addr(addr, mio::net::TcpListener::bind).map(|l| TcpListener { inner: IoSource::new(l) })
     }
 
     /// Accept one connection: the new stream and the peer's address.
