@@ -205,6 +205,12 @@ pub(crate) struct Shared {
     /// waits on (`crate::reactor`).
     pub(crate) reactor: OnceLock<Arc<Reactor>>,
     pub(crate) reactor_init: Mutex<()>,
+    /// Worker threads left to join when the runtime was dropped inside one
+    /// of its own fibers: the first worker to leave its loop takes them,
+    /// joins the others and drains (`runtime`, shutdown step 0).
+    pub(crate) finisher: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
+    /// `fork()` generation at build (see `runtime::fork_generation`).
+    pub(crate) fork_gen: u64,
 }
 
 impl LoadProbe for Shared {
@@ -243,6 +249,8 @@ impl Shared {
             deadlock_detection: AtomicBool::new(true),
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),
+            finisher: Mutex::new(None),
+            fork_gen: crate::runtime::fork_generation(),
         }
     }
 
@@ -376,5 +384,11 @@ impl Shared {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Acquire)
+    }
+
+    /// This process is a `fork()`ed copy of the one that built the runtime:
+    /// its worker threads do not exist here.
+    pub(crate) fn in_forked_child(&self) -> bool {
+        crate::runtime::fork_generation() != self.fork_gen
     }
 }
