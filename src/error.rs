@@ -44,6 +44,27 @@ pub enum BuildErrorKind {
     },
     /// The OS refused to start a worker thread.
     ThreadSpawn(String),
+    /// More workers than the runtime accepts (see
+    /// [`max_workers`](crate::runtime::max_workers)).
+    WorkerLimit {
+        /// Workers requested.
+        workers: usize,
+        /// The most this runtime accepts.
+        limit: usize,
+    },
+    /// The thread name prefix given to
+    /// [`Builder::name`](crate::runtime::Builder::name) contains a NUL byte.
+    InvalidName(String),
+    /// Strict pinning would pin a worker to a PU outside the process CPU
+    /// affinity (`taskset`, `sched_setaffinity`, cgroup cpusets).
+    CpuNotAllowed {
+        /// Worker index.
+        worker: usize,
+        /// OS index of the PU it was planned on.
+        cpu: usize,
+        /// The PUs the process may run on.
+        allowed: Vec<usize>,
+    },
 }
 
 impl BuildError {
@@ -86,6 +107,28 @@ impl fmt::Display for BuildError {
                 f,
                 "the OS refused to start a worker thread: {e}; lower workers() or raise the \
                  process thread limit (ulimit -u)"
+            ),
+            BuildErrorKind::WorkerLimit { workers, limit } => write!(
+                f,
+                "{workers} workers requested but a runtime accepts at most {limit} (the larger of \
+                 {} and {} per processing unit of its topology): every worker is an OS thread \
+                 pinned to a PU, so more only oversubscribes the machine; lower workers() to at \
+                 most {limit} and spawn more fibers instead",
+                crate::runtime::MIN_WORKER_LIMIT,
+                crate::runtime::WORKERS_PER_PU_LIMIT
+            ),
+            BuildErrorKind::InvalidName(name) => write!(
+                f,
+                "thread name prefix {name:?} contains a NUL byte, which thread names cannot hold: \
+                 pass a name() without '\\0'"
+            ),
+            BuildErrorKind::CpuNotAllowed { worker, cpu, allowed } => write!(
+                f,
+                "strict pinning would pin worker {worker} to cpu {cpu}, which is outside the CPU \
+                 affinity of this process (allowed: {}); run with a wider affinity (taskset, \
+                 cgroup cpuset), use Topology::detect() (it only lists allowed PUs), lower \
+                 workers(), or call strict_pinning(false)",
+                crate::topology::format_cpu_list(allowed)
             ),
         }
     }
@@ -141,6 +184,29 @@ pub enum SpawnErrorKind {
     },
     /// The runtime is shutting down.
     ShuttingDown,
+    /// `worker(w)` and `node(n)` were both given, and worker `w` is not on
+    /// node `n`.
+    WorkerNotOnNode {
+        /// Requested worker.
+        worker: usize,
+        /// Requested node.
+        node: usize,
+        /// The node worker `worker` is on.
+        worker_node: usize,
+    },
+    /// The closure (plus its result) is too large for the fiber's stack: it
+    /// is moved onto that stack when the fiber starts.
+    ClosureTooLarge {
+        /// `size_of` the closure plus `size_of` its result, in bytes.
+        size: usize,
+        /// The fiber's stack size in bytes.
+        stack_size: usize,
+        /// The largest accepted size for that stack.
+        limit: usize,
+    },
+    /// The runtime was built in another process: this process is a
+    /// `fork()`ed copy, in which the runtime's worker threads do not exist.
+    ForkedChild,
     /// As many fibers are alive as guarded stacks can be mapped.
     TooManyFibers {
         /// Fibers alive (spawned, not finished).
@@ -182,6 +248,22 @@ impl fmt::Display for SpawnError {
                 f,
                 "worker({worker}) requested but the runtime has {workers} workers: \
                  pick a worker below {workers}"
+            ),
+            SpawnErrorKind::WorkerNotOnNode { worker, node, worker_node } => write!(
+                f,
+                "worker({worker}) and node({node}) requested, but worker {worker} is on node \
+                 {worker_node}: give only one of them, or a worker of node {node}"
+            ),
+            SpawnErrorKind::ClosureTooLarge { size, stack_size, limit } => write!(
+                f,
+                "the fiber's closure and result take {size} bytes, more than the {limit} bytes a \
+                 {stack_size} byte stack accepts (the closure is moved onto the fiber's stack): \
+                 box large captures (Box<[T]>, Vec) or raise stack_size()"
+            ),
+            SpawnErrorKind::ForkedChild => write!(
+                f,
+                "this runtime belongs to the parent of a fork(): its worker threads do not exist \
+                 in this child process; build a new Runtime in the child (or exec first)"
             ),
             SpawnErrorKind::ShuttingDown => write!(
                 f,

@@ -53,6 +53,20 @@
 //!   [`runtime::Builder::unguarded_stacks`].
 //! * A destructor that panics while shutdown unwinds a suspended fiber
 //!   aborts the process (Rust aborts on a panic during unwinding).
+//!
+//! ## Misuse that is refused or contained
+//!
+//! * Workers follow the process CPU affinity ([`topology::allowed_cpus`]);
+//!   at most [`runtime::max_workers`] workers; topologies are bounded
+//!   ([`topology::MAX_PUS`], [`topology::MAX_NODES`], [`topology::MAX_ARITY`]).
+//! * A panicking destructor of a detached fiber's result is contained.
+//! * Dropping the last `Arc<Runtime>` inside one of its own fibers returns
+//!   at once and completes the shutdown on a worker thread (see
+//!   [`Runtime::shutdown`]).
+//! * In a `fork()`ed child the parent's runtime refuses work
+//!   ([`SpawnErrorKind::ForkedChild`]) and its drop leaks it.
+//! * Unguarded stacks have no guard page: unbounded recursion there is a
+//!   bare SIGSEGV (see [`runtime::Builder::unguarded_stacks`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

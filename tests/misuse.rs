@@ -1,9 +1,18 @@
 //! Misuse of the public API, as a table: each case gets a typed error (or,
 //! where the API is a panicking one by design, a panic) whose message says
 //! what was wrong and how to fix it. Never an abort, never a hang.
+//!
+//! Cases that used to abort the process or hang (issue 12) run in a child
+//! process under a timeout, one `#[test]` each, named for what it probes:
+//! the test re-executes this binary with `NUMAFIBER_MISUSE_CHILD=<test>`,
+//! the child runs the scenario and prints `CHILD-OK`, and the parent
+//! checks the exit status, the output and that it ended in time.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use numafiber::graph::{GraphErrorKind, StaticGraph};
 use numafiber::{fiber, sync, BuildErrorKind, Runtime, SpawnErrorKind, Topology, TopologyErrorKind};
@@ -25,6 +34,9 @@ fn panic_text(f: impl FnOnce()) -> Outcome {
 
 #[test]
 fn misuse_table() {
+    if in_some_child() {
+        return;
+    }
     let cases: Vec<Case> = vec![
         (
             "zero workers",
@@ -219,6 +231,143 @@ fn misuse_table() {
             "panic",
             "WaitGroup",
         ),
+        // ---- issue 12 ----
+        (
+            "workers(100_000): over the worker limit (item 9)",
+            Box::new(|| {
+                let e = Runtime::builder().workers(100_000).topology(Topology::uniform(1, 2)).build().unwrap_err();
+                assert_eq!(e.kind(), &BuildErrorKind::WorkerLimit { workers: 100_000, limit: 1024 });
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "WorkerLimit",
+            "at most 1024",
+        ),
+        (
+            "a thread name with a NUL byte (item 16)",
+            Box::new(|| {
+                let e = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).name("a\0b").build().unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "InvalidName",
+            "NUL byte",
+        ),
+        (
+            "uniform:100000x1, a 40 GB distance matrix (item 10)",
+            Box::new(|| {
+                let e = Topology::parse("uniform:100000x1").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "more than the 256",
+        ),
+        (
+            "uniform N x P overflowing usize (item 10)",
+            Box::new(|| {
+                let e = Topology::parse(&format!("uniform:2x{}", usize::MAX)).unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "overflows usize",
+        ),
+        (
+            "Topology::uniform over the PU bound, validated by a builder (item 10)",
+            Box::new(|| {
+                let e = Runtime::builder().topology(Topology::uniform(2, 1 << 20)).build().unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "more than the 4096",
+        ),
+        (
+            "count-only synthetic string \"1000 1000 1000\" (item 11)",
+            Box::new(|| {
+                let e = Topology::synthetic("1000 1000 1000").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "1000000000 PUs",
+        ),
+        (
+            "synthetic pu:16384 inside the old 65,536 bound (item 11)",
+            Box::new(|| {
+                let e = Topology::synthetic("pu:16384").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "16384 PUs",
+        ),
+        (
+            "synthetic level of 4096 children (item 11)",
+            Box::new(|| {
+                let e = Topology::synthetic("pu:4096").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "4096 children",
+        ),
+        (
+            "synthetic with bracketed NUMA children over the node bound (item 11)",
+            Box::new(|| {
+                let e = Topology::synthetic("pack:512 [numa] pu:1").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "TooLarge",
+            "512 NUMA nodes",
+        ),
+        (
+            "synthetic form numafiber cannot size (item 11)",
+            Box::new(|| {
+                let e = Topology::synthetic("pack:2 core:lots pu:1").unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "InvalidSynthetic",
+            "no object count",
+        ),
+        (
+            "WaitGroup::add wrapping the count (item 14)",
+            Box::new(|| {
+                let wg = sync::WaitGroup::new();
+                wg.add(2);
+                let out = panic_text(|| wg.add(usize::MAX));
+                assert_eq!(wg.count(), 2, "left unchanged");
+                out
+            }),
+            "panic",
+            "would overflow usize",
+        ),
+        (
+            "Semaphore::add_permits wrapping the count (item 13)",
+            Box::new(|| {
+                let s = sync::Semaphore::new(5);
+                let out = panic_text(|| s.add_permits(usize::MAX - 4));
+                assert_eq!(s.available_permits(), 5, "left unchanged");
+                out
+            }),
+            "panic",
+            "would exceed usize::MAX",
+        ),
+        (
+            "worker(w).node(n) with w not on n (docs item)",
+            Box::new(|| {
+                let rt = Runtime::builder().workers(2).topology(Topology::uniform(2, 1)).build().unwrap();
+                let e = fiber::Builder::new().worker(1).node(0).spawn_on(&rt, || ()).unwrap_err();
+                assert_eq!(e.kind(), &SpawnErrorKind::WorkerNotOnNode { worker: 1, node: 0, worker_node: 1 });
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "WorkerNotOnNode",
+            "give only one of them",
+        ),
+        (
+            "a closure larger than the fiber's stack (docs item)",
+            Box::new(|| {
+                let rt = rt1();
+                let big = [7u8; 256 << 10];
+                let e = fiber::Builder::new().stack_size(64 << 10).spawn_on(&rt, move || big[1]).unwrap_err();
+                (format!("{:?}", e.kind()), e.to_string())
+            }),
+            "ClosureTooLarge",
+            "box large captures",
+        ),
     ];
     assert!(cases.len() >= 12);
     let mut failures = Vec::new();
@@ -229,4 +378,558 @@ fn misuse_table() {
         }
     }
     assert!(failures.is_empty(), "{} of {} cases wrong:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Child-process cases: scenarios that used to abort or hang.
+
+const CHILD_ENV: &str = "NUMAFIBER_MISUSE_CHILD";
+
+/// In the child run for `test`: true (run the scenario, then print CHILD-OK).
+fn is_child(test: &str) -> bool {
+    std::env::var(CHILD_ENV).is_ok_and(|v| v == test)
+}
+
+/// Whether this process is a child run for any test (then the other tests
+/// of the table do nothing).
+fn in_some_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Re-run this test binary for `test` alone, with `prepare` applied to the
+/// command; kill it after `limit`. Returns its output and whether it timed out.
+fn run_child(test: &str, limit: Duration, prepare: impl FnOnce(&mut Command)) -> (Output, bool) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    prepare(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let t0 = Instant::now();
+    let mut timed_out = false;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            timed_out = true;
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().unwrap(), timed_out)
+}
+
+/// Run `test` in a child and require a clean exit with CHILD-OK in time.
+fn expect_child_ok(test: &str, limit: Duration, prepare: impl FnOnce(&mut Command)) -> String {
+    let (out, timed_out) = run_child(test, limit, prepare);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!timed_out, "{test}: child still running after {limit:?} (hang); stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        out.status.success() && stdout.contains("CHILD-OK"),
+        "{test}: child ended with {:?}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    stderr.into_owned()
+}
+
+fn child_done() {
+    println!("CHILD-OK");
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Its destructor panics.
+struct Bomb(&'static str);
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("{}", self.0);
+    }
+}
+
+/// Wait (generously) until `cond` holds.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Item 3: the value of a fiber whose handle was dropped is dropped on the
+/// fiber's stack; a panicking destructor there used to abort the process.
+#[test]
+fn panicking_drop_of_a_detached_fibers_result_is_contained() {
+    let me = "panicking_drop_of_a_detached_fibers_result_is_contained";
+    if is_child(me) {
+        let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+        let go = Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let h = rt.spawn(move || {
+            while !g.load(SeqCst) {
+                fiber::yield_now();
+            }
+            Bomb("result destructor panics")
+        });
+        drop(h); // detached before it finishes
+        go.store(true, SeqCst);
+        wait_for("the detached fiber", || rt.stats().completed >= 1);
+        // One worker: this fiber runs after the detached one's drop.
+        assert_eq!(rt.block_on(|| 6 * 7), 42, "the runtime keeps running");
+        assert_eq!(rt.spawn(|| 1).join().unwrap(), 1);
+        drop(rt);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    let stderr = expect_child_ok(me, LIMIT, |_| {});
+    assert!(stderr.contains("result destructor panics") && stderr.contains("contained"), "{stderr}");
+}
+
+/// Item 3: the same for a detached fiber's panic payload.
+#[test]
+fn panicking_drop_of_a_detached_fibers_panic_payload_is_contained() {
+    let me = "panicking_drop_of_a_detached_fibers_panic_payload_is_contained";
+    if is_child(me) {
+        let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+        let go = Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let h = rt.spawn(move || {
+            while !g.load(SeqCst) {
+                fiber::yield_now();
+            }
+            std::panic::panic_any(Bomb("payload destructor panics"));
+        });
+        drop(h);
+        go.store(true, SeqCst);
+        wait_for("the detached fiber", || rt.stats().completed >= 1);
+        assert_eq!(rt.block_on(|| 6 * 7), 42, "the runtime keeps running");
+        drop(rt);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    let stderr = expect_child_ok(me, LIMIT, |_| {});
+    assert!(stderr.contains("payload destructor panics") && stderr.contains("contained"), "{stderr}");
+}
+
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().count()
+}
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// Item 4: the last `Arc<Runtime>` dropped inside one of its own fibers
+/// used to panic (EDEADLK joining itself) and skip the drain.
+#[test]
+fn last_runtime_dropped_inside_its_own_fiber_shuts_down_completely() {
+    let me = "last_runtime_dropped_inside_its_own_fiber_shuts_down_completely";
+    if is_child(me) {
+        // Warm up first: hwloc loads its plugins' libraries on first use.
+        drop(Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap());
+        let before = mappings();
+        let rt = Arc::new(Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap());
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let never = Arc::new(sync::Event::new());
+        let parked = Arc::new(AtomicUsize::new(0));
+        for _ in 0..100 {
+            let (c, never, parked) = (Counted(dropped.clone()), never.clone(), parked.clone());
+            drop(rt.spawn(move || {
+                let _c = c;
+                parked.fetch_add(1, SeqCst);
+                never.wait();
+            }));
+        }
+        wait_for("100 parked fibers", || {
+            parked.load(SeqCst) == 100 && rt.stats().workers.iter().map(|w| w.parks).sum::<u64>() >= 100
+        });
+        let with_fibers = mappings();
+        assert!(with_fibers >= before + 150, "100 guarded stacks should be mapped: {before} -> {with_fibers}");
+        let go = Arc::new(AtomicBool::new(false));
+        let (g, last) = (go.clone(), rt.clone());
+        let h = rt.spawn(move || {
+            while !g.load(SeqCst) {
+                fiber::yield_now();
+            }
+            drop(last); // the last Arc<Runtime>
+            "returned after the drop"
+        });
+        drop(rt);
+        go.store(true, SeqCst);
+        assert_eq!(h.join().unwrap(), "returned after the drop");
+        wait_for("the destructors of the 100 parked fibers", || dropped.load(SeqCst) == 100);
+        let t0 = Instant::now();
+        while mappings() >= before + 60 && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if mappings() >= before + 60 {
+            let _ = std::fs::copy("/proc/self/maps", "/tmp/reliab/maps-after.txt");
+            panic!("stacks stay mapped: {before} before, {with_fibers} with fibers, {} after", mappings());
+        }
+        println!("mappings: {before} before, {with_fibers} with 100 parked fibers, {} after", mappings());
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+fn set_affinity(pid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it;
+    // sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Item 8: under `taskset -c <one cpu>` the default runtime used to start a
+/// worker per machine PU and run one on a CPU outside the affinity.
+#[test]
+fn workers_follow_the_process_cpu_affinity() {
+    let me = "workers_follow_the_process_cpu_affinity";
+    if is_child(me) {
+        let want: usize = std::env::var("NUMAFIBER_ONLY_CPU").unwrap().parse().unwrap();
+        assert_eq!(numafiber::topology::allowed_cpus(), vec![want]);
+        assert_eq!(numafiber::topology::real_cpus(), vec![want]);
+        let t = Topology::detect().unwrap();
+        assert_eq!(t.num_pus(), 1, "{t:?}");
+        assert!(t.description().contains("restricted to the 1 of"), "{}", t.description());
+        let rt = Runtime::new().unwrap();
+        assert_eq!(rt.workers(), 1, "one worker per allowed PU");
+        let cpus = rt.block_on(|| {
+            let hs: Vec<_> = (0..20).map(|_| fiber::spawn(numafiber::topology::current_cpu)).collect();
+            fiber::when_all(hs)
+        });
+        assert!(cpus.iter().all(|&c| c == Some(want)), "fibers ran on {cpus:?}, allowed only {want}");
+        let s = rt.stats();
+        assert_eq!((s.workers[0].cpu, s.workers[0].pinned), (want, true));
+        // Strict pinning of more workers than allowed PUs: a typed error.
+        let e = Runtime::builder().workers(2).strict_pinning(true).build().unwrap_err();
+        assert_eq!(e.kind(), &BuildErrorKind::TooManyWorkers { workers: 2, pus: 1 });
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    let cpus = numafiber::topology::allowed_cpus();
+    if cpus.len() < 2 {
+        println!("skipped: needs 2 allowed CPUs, have {cpus:?}");
+        return;
+    }
+    let only = *cpus.last().unwrap();
+    expect_child_ok(me, LIMIT, |cmd| {
+        cmd.env("NUMAFIBER_ONLY_CPU", only.to_string());
+        // What `taskset -c <only>` does before exec.
+        // SAFETY: the closure only calls sched_setaffinity (async-signal-safe).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || set_affinity(0, &[only]));
+        }
+    });
+}
+
+/// Item 8: a topology detected before the affinity narrowed, used with
+/// strict pinning, plans a worker outside it: a typed error.
+#[test]
+fn strict_pinning_outside_the_cpu_affinity_is_a_typed_error() {
+    let me = "strict_pinning_outside_the_cpu_affinity_is_a_typed_error";
+    if is_child(me) {
+        let wide = Topology::detect().unwrap();
+        let cpus: Vec<usize> = wide.nodes().iter().flat_map(|n| n.cpus.clone()).collect();
+        // SAFETY: getpid has no preconditions.
+        set_affinity(unsafe { libc::getpid() }, &cpus[..1]).unwrap();
+        assert_eq!(numafiber::topology::allowed_cpus(), vec![cpus[0]]);
+        let e = Runtime::builder().topology(wide.clone()).workers(2).strict_pinning(true).build().unwrap_err();
+        assert!(
+            matches!(e.kind(), BuildErrorKind::CpuNotAllowed { worker: 1, cpu, allowed } if *cpu == cpus[1] && allowed == &vec![cpus[0]]),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("outside the CPU affinity"), "{e}");
+        // Without strict pinning it is best effort and runs.
+        let rt = Runtime::builder().topology(wide).workers(2).build().unwrap();
+        assert_eq!(rt.block_on(|| 3), 3);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    if numafiber::topology::allowed_cpus().len() < 2 {
+        println!("skipped: needs 2 allowed CPUs");
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Item 11: a count-only synthetic string used to slip past the size guard
+/// and run for ever inside hwloc.
+#[test]
+fn count_only_synthetic_string_is_refused_before_hwloc() {
+    let me = "count_only_synthetic_string_is_refused_before_hwloc";
+    if is_child(me) {
+        for desc in ["1000 1000 1000", "pu:16384", "pack:64 core:64 pu:64", "2 2 2 pu:100000"] {
+            let e = Topology::synthetic(desc).unwrap_err();
+            assert_eq!(e.kind(), TopologyErrorKind::TooLarge, "{desc}: {e}");
+        }
+        // The largest accepted shapes still build.
+        for (desc, pus) in [("numa:256 pu:16", 4096), ("pack:16 core:256 pu:1", 4096), ("2 2 2", 8)] {
+            assert_eq!(Topology::synthetic(desc).unwrap().num_pus(), pus, "{desc}");
+        }
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Item 13: `add_permits(usize::MAX)` used to loop usize::MAX times.
+#[test]
+fn semaphore_add_permits_max_returns_and_wakes_waiters() {
+    let me = "semaphore_add_permits_max_returns_and_wakes_waiters";
+    if is_child(me) {
+        let s = sync::Semaphore::new(0);
+        s.add_permits(usize::MAX);
+        assert_eq!(s.available_permits(), usize::MAX);
+        let p = catch_unwind(AssertUnwindSafe(|| s.add_permits(1))).unwrap_err();
+        assert!(p.downcast_ref::<String>().unwrap().contains("would exceed usize::MAX"));
+        assert_eq!(s.available_permits(), usize::MAX, "unchanged by the refused call");
+        // With a waiter: it gets one permit, the rest stay free.
+        let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+        let sem = Arc::new(sync::Semaphore::new(0));
+        let s2 = sem.clone();
+        let h = rt.spawn(move || s2.acquire().forget());
+        wait_for("the waiter to park", || rt.stats().workers[0].parks >= 1);
+        sem.add_permits(usize::MAX);
+        h.join().unwrap();
+        assert_eq!(sem.available_permits(), usize::MAX - 1);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Item 14: `WaitGroup::add` used to wrap the count to 0, releasing waiters.
+#[test]
+fn waitgroup_add_overflow_panics_and_keeps_the_count() {
+    let wg = sync::WaitGroup::new();
+    wg.add(1);
+    let p = catch_unwind(AssertUnwindSafe(|| wg.add(usize::MAX))).unwrap_err();
+    assert!(p.downcast_ref::<String>().unwrap().contains("would overflow usize"));
+    assert_eq!(wg.count(), 1);
+    wg.done();
+    wg.wait();
+}
+
+/// Spawns from its destructor and records what the spawn said.
+struct SpawnOnDrop(Arc<std::sync::Mutex<Option<String>>>);
+impl Drop for SpawnOnDrop {
+    fn drop(&mut self) {
+        let r = fiber::Builder::new().spawn(|| ());
+        *self.0.lock().unwrap() = Some(match r {
+            Ok(_) => "spawned".into(),
+            Err(e) => format!("{:?}", e.kind()),
+        });
+    }
+}
+
+/// Item 15: a spawn from a destructor run by the shutdown drain used to say
+/// `NoRuntime` ("called outside a numafiber runtime").
+#[test]
+fn spawn_from_a_destructor_during_shutdown_says_shutting_down() {
+    if in_some_child() {
+        return;
+    }
+    let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let never = Arc::new(sync::Event::new());
+    let (d, n) = (SpawnOnDrop(seen.clone()), never.clone());
+    let h = rt.spawn(move || {
+        let _d = d;
+        n.wait();
+    });
+    wait_for("the fiber to park", || rt.stats().workers[0].parks >= 1);
+    rt.shutdown();
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(seen.lock().unwrap().as_deref(), Some("ShuttingDown"));
+}
+
+/// Item 16: `name("a\0b")` used to panic inside std's thread builder.
+#[test]
+fn nul_in_the_thread_name_is_a_build_error() {
+    if in_some_child() {
+        return;
+    }
+    let r = catch_unwind(|| Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).name("a\0b").build());
+    let e = r.expect("no panic").unwrap_err();
+    assert_eq!(e.kind(), &BuildErrorKind::InvalidName("a\0b".into()));
+}
+
+/// Item 17: `from_xml_file` on a FIFO used to block for ever in open/read.
+#[test]
+fn xml_topology_from_a_fifo_is_refused() {
+    let me = "xml_topology_from_a_fifo_is_refused";
+    if is_child(me) {
+        let dir = std::env::temp_dir().join(format!("numafiber-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("topo.xml");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
+        let e = Topology::from_xml_file(&fifo).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(e.kind(), TopologyErrorKind::XmlFileUnreadable);
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = Topology::parse("xml:/dev/zero").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Docs item: a runtime used in a `fork()`ed child used to hang in
+/// `block_on` and panic on drop; now spawn is a typed error, block_on
+/// panics at once, drop leaks quietly, and the parent's runtime goes on.
+#[test]
+fn forked_child_refuses_the_parents_runtime() {
+    let me = "forked_child_refuses_the_parents_runtime";
+    if is_child(me) {
+        let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap();
+        assert_eq!(rt.block_on(|| 1), 1);
+        // SAFETY: the child only uses the allocator (glibc resets its locks
+        // in the child), the runtime's refusal paths and _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let spawn_ok = matches!(
+                fiber::Builder::new().spawn_on(&rt, || ()).map_err(|e| e.kind().clone()),
+                Err(SpawnErrorKind::ForkedChild)
+            );
+            let blocked = catch_unwind(AssertUnwindSafe(|| rt.block_on(|| 2)));
+            let block_ok = blocked.is_err_and(|p| p.downcast_ref::<String>().is_some_and(|m| m.contains("fork()")));
+            drop(rt);
+            // SAFETY: ends the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(if spawn_ok && block_ok { 0 } else { 1 }) };
+        }
+        let t0 = Instant::now();
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                // SAFETY: kills our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("forked child hung");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "forked child status {status:#x}");
+        assert_eq!(rt.block_on(|| 3), 3, "the parent's runtime is unaffected");
+        drop(rt);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Sleeps in its destructor.
+struct SleepOnDrop(Duration);
+impl Drop for SleepOnDrop {
+    fn drop(&mut self) {
+        fiber::sleep(self.0);
+    }
+}
+
+/// Docs item: a `fiber::sleep` in a destructor during shutdown used to
+/// delay the shutdown by the whole sleep (here 10 minutes: the child would
+/// be killed by the timeout).
+#[test]
+fn sleep_in_a_destructor_does_not_delay_shutdown() {
+    let me = "sleep_in_a_destructor_does_not_delay_shutdown";
+    if is_child(me) {
+        let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).build().unwrap();
+        let never = Arc::new(sync::Event::new());
+        for _ in 0..3 {
+            let (d, n) = (SleepOnDrop(Duration::from_secs(600)), never.clone());
+            drop(rt.spawn(move || {
+                let _d = d;
+                n.wait();
+            }));
+        }
+        // An unstarted fiber's closure is dropped by the drain too.
+        let d = SleepOnDrop(Duration::from_secs(600));
+        wait_for("the fibers to park", || rt.stats().workers[0].parks >= 3);
+        drop(rt.spawn(move || {
+            let _d = d;
+            fiber::sleep(Duration::from_secs(600));
+        }));
+        drop(rt);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
+}
+
+/// Docs item: a closure larger than the stack used to overflow it when the
+/// fiber started (SIGSEGV / overflow abort); now a typed error, and the
+/// largest accepted closure runs on the smallest stack.
+#[test]
+fn closure_larger_than_the_stack_is_a_typed_error() {
+    let me = "closure_larger_than_the_stack_is_a_typed_error";
+    if is_child(me) {
+        let rt = rt1();
+        let big = [3u8; 128 << 10];
+        let e = fiber::Builder::new().stack_size(64 << 10).spawn_on(&rt, move || big[5]).unwrap_err();
+        assert!(matches!(e.kind(), SpawnErrorKind::ClosureTooLarge { stack_size: 65536, limit: 16384, .. }), "{e:?}");
+        // Exactly at the limit on the minimum stack: runs.
+        let min = fiber::MIN_STACK_SIZE;
+        let edge = [9u8; fiber::MIN_STACK_SIZE / 4 - 1];
+        let h = fiber::Builder::new().stack_size(min).spawn_on(&rt, move || edge[edge.len() - 1]).unwrap();
+        assert_eq!(h.join().unwrap(), 9);
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    expect_child_ok(me, LIMIT, |_| {});
 }

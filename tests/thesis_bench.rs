@@ -27,14 +27,23 @@ fn smallest_run_writes_wellformed_csv_and_figures() {
     .expect("benchmark runs");
     let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
     let mut lines = summary.lines();
-    assert_eq!(
-        lines.next(),
-        Some("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals")
-    );
+    let header = lines.next().unwrap();
+    // The old columns first, unchanged, then the new ones.
+    assert!(header.starts_with("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals,"), "{header}");
+    let cols: Vec<&str> = header.split(',').collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no column {name} in {header}"));
     let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_string).collect()).collect();
     assert!(!rows.is_empty());
     for r in &rows {
-        assert_eq!(r.len(), 10, "{r:?}");
+        assert_eq!(r.len(), cols.len(), "{r:?}");
+        let f = |name: &str| -> f64 { r[col(name)].parse().unwrap_or_else(|e| panic!("{name} {:?}: {e}", r[col(name)])) };
+        // Intervals contain their point estimates; the unit makespan is
+        // never below the best possible one.
+        assert!(f("median_ci_low") <= f("median_s") && f("median_s") <= f("median_ci_high"), "{r:?}");
+        assert!(f("cv_ci_low") >= 0.0 && f("cv_ci_low") <= f("cv_ci_high"), "{r:?}");
+        assert!(f("units_ci_low") <= f("units_makespan") && f("units_makespan") <= f("units_ci_high"), "{r:?}");
+        assert!(f("units_bound") > 0.0 && f("units_makespan") >= f("units_bound"), "{r:?}");
+        assert!(f("cpu_s") > 0.0, "{r:?}");
         assert_eq!(r[1], "mults");
         r[2].parse::<usize>().unwrap();
         assert_eq!(r[4], "1");
@@ -61,6 +70,20 @@ fn smallest_run_writes_wellformed_csv_and_figures() {
     assert!(stolen > 0, "no steals on the imbalanced scenario");
     let runs = std::fs::read_to_string(dir.join("runs.csv")).unwrap();
     assert_eq!(runs.lines().count(), rows.len() + 1);
+    // Per run: units per worker add up to the fiber set's work (2 workers).
+    let mut rl = runs.lines();
+    let rh: Vec<&str> = rl.next().unwrap().split(',').collect();
+    let rc = |name: &str| rh.iter().position(|c| *c == name).unwrap();
+    for line in rl {
+        let r: Vec<&str> = line.split(',').collect();
+        let per: Vec<u64> = r[rc("units_per_worker")].split(';').map(|u| u.parse().unwrap()).collect();
+        assert_eq!(per.len(), 2, "{line}");
+        assert_eq!(*per.iter().max().unwrap(), r[rc("units_makespan")].parse::<u64>().unwrap(), "{line}");
+        assert_eq!(r[rc("cpu_s_per_worker")].split(';').count(), 2, "{line}");
+    }
+    let f = "fig5_1_queue_length_units_wall.svg";
+    let svg = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    assert!(svg.starts_with("<svg") && svg.contains("unit makespan") && svg.contains("wall time"), "{f}");
     for f in ["fig5_1_queue_length_time.svg", "fig5_2_queue_length_throughput.svg", "fig5_3_queue_length_steals.svg"] {
         let m = std::fs::metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(m.len() > 1000, "{f} is {} bytes", m.len());
@@ -82,6 +105,8 @@ fn bad_input_is_a_usage_error() {
         (&["--out", "/proc/numafiber-cannot-write-here"], "cannot write"),
         (&["--frobnicate"], "unknown argument"),
         (&["--sweep", "sideways"], "unknown sweep"),
+        (&["--runs", "1001"], "at most 1000"),
+        (&["--size", "100000"], "at most 4096"),
     ];
     for (a, want) in cases {
         match bench::run_cli(&args(a)) {
@@ -89,4 +114,79 @@ fn bad_input_is_a_usage_error() {
             other => panic!("{a:?}: expected a usage error, got {other:?}"),
         }
     }
+}
+
+/// The bound is the exact optimum of small cases worked by hand.
+#[test]
+fn units_bound_matches_hand_computed_optima() {
+    // Issue 16: 32 singles, 2 heavies of 100 on 2x1 imbalanced: one heavy
+    // each, 24 singles on the fast worker, 8 (x3) on the slow one: 124.
+    assert_eq!(bench::units_bound(&[true, false], 32, 2, 100, true), 124);
+    // 64 singles, no thieves: T + T/3 >= 64 -> 48 (16 slow, 48 fast).
+    assert_eq!(bench::units_bound(&[true, false], 64, 0, 100, true), 48);
+    // Balanced: an even split.
+    assert_eq!(bench::units_bound(&[true, false], 64, 0, 100, false), 32);
+    assert_eq!(bench::units_bound(&[true, false], 63, 0, 100, false), 32);
+    // A heavy cannot be split: 3 heavies on 2 workers take 2 x 100.
+    assert_eq!(bench::units_bound(&[false, false], 0, 3, 100, false), 200);
+    // Heavies go to the slow node, where they lose nothing.
+    assert_eq!(bench::units_bound(&[true, false], 128, 2, 100, true), 196);
+    assert_eq!(bench::units_bound(&[], 5, 1, 100, false), 0);
+}
+
+/// Order-statistic interval of the median: ranks 2 and 9 of 10 (97.9 %).
+#[test]
+fn median_interval_uses_order_statistics() {
+    let xs: Vec<f64> = (1..=10).map(f64::from).collect();
+    let (lo, hi, cov) = bench::median_ci(&xs);
+    assert_eq!((lo, hi), (2.0, 9.0));
+    assert!((cov - (1.0 - 2.0 * 11.0 / 1024.0)).abs() < 1e-12, "{cov}");
+    // Three runs: min and max, 75 %.
+    assert_eq!(bench::median_ci(&[3.0, 1.0, 2.0]), (1.0, 3.0, 0.75));
+}
+
+/// The default scenarios and the verdict line, on the smallest sizes:
+/// the verdict compares the thesis' stealing policies with rr in units and
+/// wall time and NLH's CV with rr's, against 38.88 % and 40.59 %.
+#[test]
+fn default_scenarios_print_a_verdict() {
+    let dir = tmpdir("verdict");
+    let d = dir.to_str().unwrap();
+    let rep = bench::run_report(&args(&[
+        "--topology", "uniform:2x1", "--imbalanced", "--size", "48", "--heavy-mults", "20", "--runs", "3",
+        "--policy", "rr,numa,nlh", "--deterministic", "--out", d,
+    ]))
+    .expect("benchmark runs");
+    let scen: Vec<&str> = rep.summaries.iter().map(|s| s.scenario.as_str()).collect();
+    assert!(scen.contains(&"queue/imbalanced") && scen.contains(&"queue+thieves/imbalanced"), "{scen:?}");
+    for s in &rep.summaries {
+        assert_eq!(s.runs.len(), 3);
+        // RoundRobin's placement is fixed with the deterministic spawn
+        // order: 64 singles alternate, 32 x 3 units on node 0.
+        if s.variant == "rr" && s.scenario == "queue/imbalanced" {
+            assert!(s.runs.iter().all(|r| r.units_makespan() == 96), "{:?}", s.runs);
+            assert_eq!(s.units_bound, 48);
+        }
+        if s.thieves > 0 {
+            assert!(s.runs.iter().all(|r| r.heavy_workers.len() == 2 && r.heavy_workers.iter().all(|&w| w < 2)), "{:?}", s.runs);
+        }
+    }
+    let v = rep.verdict.expect("a verdict");
+    assert_eq!(v.points, 2);
+    assert_eq!(v.policies, vec!["numa", "nlh"]);
+    assert!(v.units_ci.0 <= v.units_gain && v.units_gain <= v.units_ci.1, "{v:?}");
+    assert!(v.wall_ci.0 <= v.wall_gain && v.wall_gain <= v.wall_ci.1, "{v:?}");
+    assert!(v.cv_gain.is_some(), "{v:?}");
+    assert!(v.line.starts_with("verdict: stealing (numa,nlh) vs rr"), "{}", v.line);
+    for want in ["units", "wall", "38.88%", "40.59%", "nlh CV"] {
+        assert!(v.line.contains(want), "{want} missing: {}", v.line);
+    }
+    let file = std::fs::read_to_string(dir.join("verdict.txt")).unwrap();
+    assert_eq!(file.trim_end(), v.line);
+    let cal = rep.calibration.expect("calibrated");
+    assert!(cal.mult_ns > 0 && cal.wake_ns > 0, "{cal:?}");
+    assert_eq!(rep.sim_vs_real.len(), 2 * 3);
+    let svg = std::fs::read_to_string(dir.join("default_units_wall.svg")).unwrap();
+    assert!(svg.contains("unit makespan"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

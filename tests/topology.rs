@@ -52,7 +52,7 @@ fn huge_synthetic_is_refused_quickly() {
     let t0 = std::time::Instant::now();
     assert_err(
         Topology::synthetic("pack:70000 pu:70000"),
-        K::InvalidSynthetic,
+        K::TooLarge,
         &["4900000000 PUs", "smaller counts"],
     );
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));

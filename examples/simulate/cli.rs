@@ -320,7 +320,19 @@ pub fn run_once(topo: &Topology, v: &Variant, p: &Point, wl: &Workload, seed: u6
     let cost = CostModel { memory_share: p.memory_share, ..CostModel::default() };
     let cfg = SimConfig { chunk: p.chunk, workers: p.workers, ..SimConfig::new(v.policy).options(v.opts).seed(seed).cost(cost) };
     let r = simulate(topo, &cfg, wl).map_err(|e| e.to_string())?;
-    Ok(RunResult { secs: r.makespan_s(), fibers: r.spawned, local_steals: r.local_steals, remote_steals: r.remote_steals })
+    // Work units as thesis_bench counts them (matrix workload only).
+    let units = match p.kind {
+        Kind::Matrix => r.workers.iter().map(|w| (w.nominal_ns as f64 / p.matrix.mult_ns.max(1) as f64).round() as u64).collect(),
+        _ => Vec::new(),
+    };
+    Ok(RunResult {
+        secs: r.makespan_s(),
+        fibers: r.spawned,
+        local_steals: r.local_steals,
+        remote_steals: r.remote_steals,
+        units,
+        ..RunResult::default()
+    })
 }
 
 fn run_point(
@@ -339,7 +351,18 @@ fn run_point(
         for seed in 1..=s.runs as u64 {
             runs.push(run_once(topo, v, p, &wl, seed).map_err(|e| CliError::Usage(format!("simulation failed: {e}")))?);
         }
-        out.push(bench::summarize(scenario, param, value, v.name, runs));
+        let bound = match p.kind {
+            Kind::Matrix => {
+                let slow: Vec<bool> = match topo.plan_workers(p.workers.unwrap_or(topo.num_pus()), false) {
+                    Ok(slots) => slots.iter().map(|w| w.node == 0).collect(),
+                    Err(_) => Vec::new(),
+                };
+                let m = MatrixParams { imbalanced, ..p.matrix };
+                bench::units_bound(&slow, m.mults, m.thieves, m.heavy_mults as u64, m.imbalanced)
+            }
+            _ => 0,
+        };
+        out.push(bench::summarize(scenario, param, value, v.name, runs).with_point(bound, p.matrix.thieves));
     }
     bench::print_table(&out);
     Ok(out)

@@ -107,6 +107,11 @@ pub(crate) fn note_completed() {
     }
 }
 
+/// Id of the running fiber, if any.
+pub(crate) fn current_id() -> Option<u64> {
+    current_task().map(|t| t.id)
+}
+
 /// The running fiber is being destroyed by the shutdown drain.
 pub(crate) fn current_is_cancelling() -> bool {
     current_task().is_some_and(|t| t.cancelling.get())
@@ -193,6 +198,13 @@ pub(crate) struct SpawnOpts {
     pub(crate) local: bool,
 }
 
+/// Largest closure-plus-result size a fiber with a `stack_size` byte stack
+/// accepts: the closure is moved onto the fiber's stack (in unoptimised
+/// builds more than once) before it runs, so it may take a quarter.
+pub(crate) fn closure_limit(stack_size: usize) -> usize {
+    stack_size / 4
+}
+
 pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -229,11 +241,27 @@ where
             let nodes = shared.workers.iter().map(|w| w.slot.node + 1).max().unwrap_or(0);
             return Err(SpawnError::new(SpawnErrorKind::NoSuchNode { node: n, nodes }));
         }
+        if let Some(w) = opts.worker {
+            let worker_node = shared.workers[w].slot.node;
+            if worker_node != n {
+                return Err(SpawnError::new(SpawnErrorKind::WorkerNotOnNode { worker: w, node: n, worker_node }));
+            }
+        }
+    }
+    let size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
+    let limit = closure_limit(stack_size);
+    if size > limit {
+        return Err(SpawnError::new(SpawnErrorKind::ClosureTooLarge { size, stack_size, limit }));
     }
     if shared.is_shutting_down() {
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
     let me = shared.local_worker_index();
+    if me.is_none() && shared.in_forked_child() {
+        // Only a foreign thread can get here in a forked child: no worker
+        // of this runtime exists there.
+        return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
+    }
     let seq = match me {
         Some(m) => shared.workers[m].counters.spawned.load(Relaxed),
         None => shared.foreign_spawned.load(Relaxed),
@@ -304,7 +332,15 @@ where
 }
 
 fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
-    current_shared().ok_or_else(|| SpawnError::new(SpawnErrorKind::NoRuntime))
+    if let Some(s) = current_shared() {
+        return Ok(s);
+    }
+    // A destructor run by the shutdown drain (no worker on this thread any
+    // more) is still inside its runtime, which accepts no new fibers.
+    if current_shared_for_drain().is_some() {
+        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
+    }
+    Err(SpawnError::new(SpawnErrorKind::NoRuntime))
 }
 
 // ---------------------------------------------------------------------------
@@ -457,7 +493,9 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 }
 
 /// Park the fiber (not the worker thread) for at least `d`. Outside a fiber
-/// this is `std::thread::sleep`.
+/// this is `std::thread::sleep`. In a destructor that the shutdown drain
+/// runs (a fiber being destroyed by [`Runtime::shutdown`](crate::Runtime::shutdown)
+/// or drop) it returns at once, so it never delays shutdown.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -468,6 +506,11 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 /// assert!(t.elapsed() >= Duration::from_millis(5));
 /// ```
 pub fn sleep(d: Duration) {
+    if current_is_cancelling() || current_shared_for_drain().is_some() {
+        // A destructor run by the shutdown drain: nothing can wake a timer
+        // any more and sleeping would only delay the shutdown.
+        return;
+    }
     let (Some(t), false) = (current_task(), tls::worker_ptr().is_null()) else {
         std::thread::sleep(d);
         return;
@@ -743,13 +786,37 @@ impl Builder {
         self.opts.name = Some(name.into());
         self
     }
-    /// Stack size in bytes (minimum [`MIN_STACK_SIZE`]).
+    /// Stack size in bytes (minimum [`MIN_STACK_SIZE`]). The closure and
+    /// its result are moved onto this stack when the fiber starts, so
+    /// together they may take at most a quarter of it: a larger closure is a
+    /// [`SpawnErrorKind::ClosureTooLarge`] error, not a stack overflow (box
+    /// large captures instead).
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime, SpawnErrorKind};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let big = [1u8; 32 << 10];
+    /// let e = fiber::Builder::new().stack_size(64 << 10).spawn_on(&rt, move || big[0]).unwrap_err();
+    /// assert!(matches!(e.kind(), SpawnErrorKind::ClosureTooLarge { .. }));
+    /// let boxed = Box::new(big); // 8 bytes to move
+    /// assert_eq!(fiber::Builder::new().stack_size(64 << 10).spawn_on(&rt, move || boxed[0]).unwrap().join().unwrap(), 1);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.opts.stack_size = Some(bytes);
         self
     }
     /// Start on the least-loaded worker of NUMA node `node` (it may still be
-    /// stolen later unless pinned).
+    /// stolen later unless pinned). Given together with
+    /// [`worker`](Self::worker), the worker wins and must be on `node`:
+    /// otherwise spawning fails with [`SpawnErrorKind::WorkerNotOnNode`].
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime, SpawnErrorKind, Topology};
+    /// let rt = Runtime::builder().workers(2).topology(Topology::uniform(2, 1)).build().unwrap();
+    /// let e = fiber::Builder::new().worker(0).node(1).spawn_on(&rt, || ()).unwrap_err();
+    /// assert_eq!(e.kind(), &SpawnErrorKind::WorkerNotOnNode { worker: 0, node: 1, worker_node: 0 });
+    /// assert!(fiber::Builder::new().worker(1).node(1).spawn_on(&rt, || ()).is_ok());
+    /// ```
     pub fn node(mut self, node: usize) -> Builder {
         self.opts.node = Some(node);
         self
@@ -794,6 +861,12 @@ impl Builder {
     }
 
     /// Spawn on the current fiber's runtime.
+    ///
+    /// # Errors
+    /// [`SpawnErrorKind::NoRuntime`] outside a fiber,
+    /// [`SpawnErrorKind::ShuttingDown`] while the runtime shuts down (also
+    /// from a destructor the shutdown drain runs), and the kinds of bad
+    /// options: stack size, worker, node, closure size, too many fibers.
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,

@@ -228,15 +228,29 @@ where
             // right after its join sees this fiber as completed.
             crate::fiber::note_completed();
         }
-        match r {
-            Ok(v) => self.packet.complete(Ok(v)),
+        let r = match r {
+            Ok(v) => Ok(v),
             Err(p) => {
                 if crate::fiber::current_is_cancelling() {
                     // A forced unwind from the shutdown drain: let it reach
                     // the coroutine root. Our Drop reports the cancellation.
                     std::panic::resume_unwind(p);
                 }
-                self.packet.complete(Err(JoinError::panicked(p)))
+                Err(JoinError::panicked(p))
+            }
+        };
+        self.packet.complete(r);
+        // A detached fiber's packet dies with us: its value (or panic
+        // payload) is dropped here, on the fiber's stack. A destructor that
+        // panics there must not escape the fiber (it would reach the worker
+        // loop and abort the process): contain and report it.
+        let id = crate::fiber::current_id();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(self))) {
+            report_contained_drop_panic(id, "a detached fiber's result", &*p);
+            // That panic's payload may panic when dropped as well: then
+            // leak it rather than loop.
+            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
+                std::mem::forget(again);
             }
         }
     }
@@ -251,4 +265,16 @@ impl<F, T> Drop for Main<F, T> {
             self.packet.complete(Err(JoinError::cancelled()));
         }
     }
+}
+
+/// Say on stderr that a destructor's panic was contained (the fiber's
+/// result had no joiner to receive it).
+pub(crate) fn report_contained_drop_panic(id: Option<u64>, what: &str, p: &(dyn std::any::Any + Send)) {
+    let msg = p
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string payload>");
+    let who = id.map_or_else(|| "a fiber".to_string(), |i| format!("fiber {i}"));
+    eprintln!("numafiber: the destructor of {what} of {who} panicked ({msg}); contained, the runtime goes on");
 }

@@ -599,7 +599,10 @@ impl Scheduler {
 
     /// Fill `out` with the victims to try, in order (empty for
     /// `RoundRobin` or a single worker). Cheap: no allocation once the
-    /// buffers have grown; O(workers) for the bitmap policies.
+    /// buffers have grown; O(workers) for the bitmap policies. The bitmap
+    /// policies leave the thief's own entry out of its node's estimator
+    /// ([`status::thief_node_estimators`]: the thesis' "first attempts are
+    /// always local" holds also after the thief marked itself IDLE).
     pub fn victims(&self, thief: usize, st: &mut ThiefState, out: &mut Vec<usize>) {
         out.clear();
         let n = self.num_workers();
@@ -617,11 +620,11 @@ impl Scheduler {
             }
             Policy::NumaSteal => steal::numa_node_order(own, remotes, &mut order),
             Policy::LoadSteal => {
-                status::node_estimators(&st.bitmap, &self.node_workers, &mut st.estimators);
+                status::thief_node_estimators(&st.bitmap, &self.node_workers, thief, &mut st.estimators);
                 steal::load_node_order(&st.estimators, own, remotes, &mut order);
             }
             Policy::HybridSteal | Policy::Nlh => {
-                status::node_estimators(&st.bitmap, &self.node_workers, &mut st.estimators);
+                status::thief_node_estimators(&st.bitmap, &self.node_workers, thief, &mut st.estimators);
                 steal::hybrid_node_order(
                     &st.estimators,
                     &self.distances[own],

@@ -168,6 +168,41 @@ pub fn node_estimators(bitmap: &StatusBitmap, node_workers: &[Vec<usize>], out: 
     out.extend(node_workers.iter().map(|ws| node_estimator(bitmap, ws)));
 }
 
+/// The estimators a thief steals by: [`node_estimators`] with the thief's
+/// own entry left out of its node's mean (a node whose only worker is the
+/// thief has nothing to steal and estimates `0.0`).
+///
+/// The thesis (4.3.2) sets a worker's own entry to IDLE before it steals
+/// *and* states that "the first steal attempts will always be local".
+/// Counted in, the thief's own IDLE entry lowers its node below remote
+/// nodes that are still DONTKNOW, so a thief that has been busy once would
+/// try a remote node first. The thief's own status says nothing about what
+/// it can steal, so it is left out here: with no information, the own node
+/// ties with the others and comes first, as the thesis says.
+///
+/// ```
+/// use numafiber::policy::status::{thief_node_estimators, StatusBitmap, WorkerStatus};
+/// let mut b = StatusBitmap::new(4); // nodes {0, 1} and {2, 3}, all DONTKNOW
+/// b.set(0, WorkerStatus::Idle);     // thief 0 is about to steal
+/// let mut est = Vec::new();
+/// thief_node_estimators(&b, &[vec![0, 1], vec![2, 3]], 0, &mut est);
+/// assert_eq!(est, vec![0.5, 0.5]);  // worker 1 is DONTKNOW: a tie, own node first
+/// ```
+pub fn thief_node_estimators(bitmap: &StatusBitmap, node_workers: &[Vec<usize>], thief: usize, out: &mut Vec<f64>) {
+    out.clear();
+    out.extend(node_workers.iter().map(|ws| {
+        if !ws.contains(&thief) {
+            return node_estimator(bitmap, ws);
+        }
+        let others = ws.len() - 1;
+        if others == 0 {
+            return 0.0;
+        }
+        let sum: f64 = ws.iter().filter(|&&w| w != thief).map(|&w| bitmap.get(w).weight()).sum();
+        sum / others as f64
+    }));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

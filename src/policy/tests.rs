@@ -206,22 +206,46 @@ fn load_steal_starts_dontknow_and_local_first() {
     assert_eq!(node_runs(&victim_nodes(&s, &v)), vec![0, 1, 3, 2]);
 }
 
+/// The thesis sets a worker's own entry to IDLE before it steals and says
+/// the first attempts are always local. The own entry is left out of the
+/// own node's estimator, so an IDLE (or BUSY) thief still tries its node
+/// first while it knows nothing about its node mates. (Counting it in made
+/// the own node 0.25 < 0.5 and sent the thief remote first.)
 #[test]
-fn load_steal_own_status_counts_in_own_node() {
+fn load_steal_own_status_does_not_push_the_thief_remote() {
     let s = sched(Policy::LoadSteal, 2, 2);
     let mut st = s.new_thief_state(0, 1);
     s.set_own_status(0, &mut st, false);
     assert_eq!(st.bitmap().get(0), Idle);
     let mut v = Vec::new();
     s.victims(0, &mut st, &mut v);
-    // Own node: IDLE + DONTKNOW = 0.25 < node 1's 0.5: node 1 first.
-    assert_eq!(st.estimators(), &[0.25, 0.5]);
-    assert_eq!(victim_nodes(&s, &v), vec![1, 1, 0]);
+    // Own node: only worker 1 counts (DONTKNOW, 0.5) = node 1's 0.5: tie,
+    // own node first.
+    assert_eq!(st.estimators(), &[0.5, 0.5]);
+    assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
     s.set_own_status(0, &mut st, true);
     assert_eq!(st.bitmap().get(0), Busy);
     s.victims(0, &mut st, &mut v);
-    assert_eq!(st.estimators(), &[0.75, 0.5]);
+    assert_eq!(st.estimators(), &[0.5, 0.5]);
     assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
+    // What the thief learnt about its node mate still counts: worker 1
+    // proved idle, so node 1 (DONTKNOW) goes first.
+    s.record_steal(0, &mut st, 1, false);
+    s.victims(0, &mut st, &mut v);
+    assert_eq!(st.estimators(), &[0.0, 0.5]);
+    assert_eq!(victim_nodes(&s, &v), vec![1, 1, 0]);
+}
+
+/// A node whose only worker is the thief has nothing to steal.
+#[test]
+fn load_steal_thief_alone_on_its_node_estimates_zero() {
+    let s = sched(Policy::LoadSteal, 2, 1);
+    let mut st = s.new_thief_state(1, 1);
+    s.set_own_status(1, &mut st, false);
+    let mut v = Vec::new();
+    s.victims(1, &mut st, &mut v);
+    assert_eq!(st.estimators(), &[0.5, 0.0]);
+    assert_eq!(v, vec![0]);
 }
 
 #[test]

@@ -2,6 +2,16 @@
 //!
 //! # Shutdown (numbered argument)
 //!
+//! 0. Called inside one of the runtime's own fibers (the last
+//!    `Arc<Runtime>` dropped there), `shutdown` cannot join the worker it
+//!    runs on. It leaves the worker threads' handles in
+//!    `Shared::finisher`, then does step 1 and returns; the first worker to
+//!    leave its loop (step 2) takes the handles, joins every *other* worker
+//!    and drains (step 3) on its own thread, which then exits detached. The
+//!    shutdown is complete, only not finished when the drop returns.
+//!    In a `fork()`ed child none of this runs: the worker threads do not
+//!    exist there, so dropping the copy leaks it (no join, no destructor
+//!    runs twice).
 //! 1. `shutdown` sets `Shared::shutdown` and wakes every worker. A worker
 //!    checks the flag between two fibers, so a fiber that is running
 //!    finishes its current slice (until it yields, parks or returns) first.
@@ -100,7 +110,16 @@ impl Builder {
     pub fn new() -> Builder {
         Builder::default()
     }
-    /// Number of worker threads (default: one per PU of the topology).
+    /// Number of worker threads (default: one per PU of the topology; a
+    /// detected topology only has the PUs the process CPU affinity allows).
+    /// At most [`max_workers`] of the topology: more is a
+    /// [`BuildErrorKind::WorkerLimit`] error at [`build`](Self::build).
+    ///
+    /// ```
+    /// use numafiber::{BuildErrorKind, Runtime, Topology};
+    /// let e = Runtime::builder().workers(100_000).topology(Topology::uniform(1, 2)).build().unwrap_err();
+    /// assert_eq!(e.kind(), &BuildErrorKind::WorkerLimit { workers: 100_000, limit: 1024 });
+    /// ```
     pub fn workers(mut self, n: usize) -> Builder {
         self.workers = Some(n);
         self
@@ -131,8 +150,10 @@ impl Builder {
         self.pin_workers = pin;
         self
     }
-    /// Fail the build when a worker cannot have a PU of its own or cannot
-    /// be pinned (default false: best effort, reported in [`Stats`]).
+    /// Fail the build when a worker cannot have a PU of its own, would be
+    /// pinned outside the process CPU affinity
+    /// ([`BuildErrorKind::CpuNotAllowed`]), or cannot be pinned (default
+    /// false: best effort, reported in [`Stats`]).
     pub fn strict_pinning(mut self, strict: bool) -> Builder {
         self.strict_pinning = strict;
         self
@@ -153,7 +174,10 @@ impl Builder {
     /// # Safety
     /// Without a guard page an overflowing fiber writes into the stack below
     /// its own before the canary check notices; the caller promises its
-    /// fibers stay within their stack size.
+    /// fibers stay within their stack size. Unbounded recursion in
+    /// particular usually runs off the slab into unmapped memory and ends
+    /// in a bare SIGSEGV, with no report naming the fiber (the canary is
+    /// never checked); develop recursive code on guarded stacks.
     ///
     /// ```
     /// use numafiber::{fiber, Runtime};
@@ -179,16 +203,34 @@ impl Builder {
         self.deadlock_detection = on;
         self
     }
-    /// Prefix of the worker thread names (default `numafiber`).
+    /// Prefix of the worker thread names (default `numafiber`). A name
+    /// with a NUL byte is a [`BuildErrorKind::InvalidName`] error at
+    /// [`build`](Self::build).
+    ///
+    /// ```
+    /// use numafiber::{BuildErrorKind, Runtime};
+    /// let e = Runtime::builder().workers(1).name("a\0b").build().unwrap_err();
+    /// assert!(matches!(e.kind(), BuildErrorKind::InvalidName(_)));
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = name.into();
         self
     }
 
     /// Start the workers.
+    ///
+    /// # Errors
+    /// A [`BuildError`] whose [`kind`](BuildError::kind) says which setting
+    /// was wrong: zero workers or more than [`max_workers`], a stack below
+    /// the minimum, an invalid topology, a thread name with a NUL byte,
+    /// strict pinning that cannot be honoured, or a thread the OS refused.
     pub fn build(self) -> Result<Runtime, BuildError> {
         if self.workers == Some(0) {
             return Err(BuildError::new(BuildErrorKind::ZeroWorkers));
+        }
+        register_fork_handler();
+        if self.name.contains('\0') {
+            return Err(BuildError::new(BuildErrorKind::InvalidName(self.name)));
         }
         let min_stack = self.stack_mode.min_stack_size();
         if self.stack_size < min_stack {
@@ -203,6 +245,10 @@ impl Builder {
         };
         topology.validate()?;
         let nworkers = self.workers.unwrap_or_else(|| topology.num_pus());
+        let limit = max_workers(&topology);
+        if nworkers > limit {
+            return Err(BuildError::new(BuildErrorKind::WorkerLimit { workers: nworkers, limit }));
+        }
         let strict = self.strict_pinning && self.pin_workers;
         if strict && nworkers > topology.num_pus() {
             return Err(BuildError::new(BuildErrorKind::TooManyWorkers {
@@ -211,6 +257,12 @@ impl Builder {
             }));
         }
         let slots = topology.plan_workers(nworkers, strict)?;
+        if strict {
+            let allowed = topology::allowed_cpus();
+            if let Some((worker, s)) = slots.iter().enumerate().find(|(_, s)| !allowed.contains(&s.cpu)) {
+                return Err(BuildError::new(BuildErrorKind::CpuNotAllowed { worker, cpu: s.cpu, allowed }));
+            }
+        }
         let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
         let workers: Box<[WorkerShared]> = deques
             .iter()
@@ -287,6 +339,26 @@ impl Builder {
     }
 }
 
+/// The floor of [`max_workers`].
+pub const MIN_WORKER_LIMIT: usize = 1024;
+/// Workers per processing unit [`max_workers`] allows above its floor.
+pub const WORKERS_PER_PU_LIMIT: usize = 4;
+
+/// The most workers a runtime on `topology` accepts: the larger of
+/// [`MIN_WORKER_LIMIT`] and [`WORKERS_PER_PU_LIMIT`] per PU. Every worker is
+/// an OS thread with a policy view of every other worker (a steal order
+/// list and a 2-bit status entry per worker, about 8 bytes per worker each),
+/// so the bound also bounds that per-worker memory.
+///
+/// ```
+/// use numafiber::{runtime::max_workers, Topology};
+/// assert_eq!(max_workers(&Topology::uniform(2, 4)), 1024);
+/// assert_eq!(max_workers(&Topology::uniform(4, 128)), 2048);
+/// ```
+pub fn max_workers(topology: &Topology) -> usize {
+    MIN_WORKER_LIMIT.max(WORKERS_PER_PU_LIMIT.saturating_mul(topology.num_pus()))
+}
+
 fn worker_main(
     i: usize,
     shared: Arc<Shared>,
@@ -310,6 +382,7 @@ fn worker_main(
     tls::set_worker(std::ptr::null());
     drop(local);
     std::mem::forget(guard);
+    finish_handed_off_shutdown(&shared);
 }
 
 /// A pool of pinned worker threads running fibers.
@@ -361,7 +434,9 @@ impl Runtime {
     ///
     /// # Panics
     /// When called from inside a fiber (that would block a worker thread:
-    /// use [`crate::fiber::await_fiber`] there), and when `f` panics.
+    /// use [`crate::fiber::await_fiber`] there), in a `fork()`ed child of
+    /// the process that built the runtime (its workers do not exist there;
+    /// the panic comes at once instead of a hang), and when `f` panics.
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
@@ -378,6 +453,9 @@ impl Runtime {
                  use fiber::spawn + fiber::await_fiber inside fibers"
             );
         }
+        if self.shared.in_forked_child() {
+            panic!("Runtime::block_on: {}", crate::SpawnError::new(crate::SpawnErrorKind::ForkedChild));
+        }
         let shared = self.shared.clone();
         let mut detector = crate::sync::deadlock::Detector::default();
         let r = self.spawn(f).join_watching(crate::sync::deadlock::POLL, |root| {
@@ -392,6 +470,11 @@ impl Runtime {
     }
 
     /// Spawn a fiber from any thread; it is placed by the policy.
+    ///
+    /// # Panics
+    /// When [`fiber::Builder::spawn_on`](crate::fiber::Builder::spawn_on)
+    /// would return an error: the runtime is shutting down, too many
+    /// fibers are alive, or this is a `fork()`ed child.
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
@@ -443,6 +526,18 @@ impl Runtime {
     /// its destructors once), free every stack and join every worker.
     /// Also done on drop. See the module docs for the protocol.
     ///
+    /// Called (or dropped) inside one of this runtime's own fibers, it
+    /// cannot wait for the worker it runs on: it returns at once, and the
+    /// same complete shutdown happens on a worker thread as soon as the
+    /// calling fiber gives control back (returns, yields or parks; it is
+    /// then unwound like every other unfinished fiber). Nothing waits for
+    /// that worker thread, so a process that exits right away may end
+    /// before the destructors ran.
+    ///
+    /// In a `fork()`ed child of the process that built the runtime the
+    /// copy is leaked instead: its worker threads do not exist there, and
+    /// its fibers' destructors must not run a second time.
+    ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
     /// let h = rt.spawn(|| loop { numafiber::fiber::sleep(std::time::Duration::from_secs(60)) });
@@ -454,7 +549,20 @@ impl Runtime {
     }
 
     fn shutdown_inner(&mut self) {
-        if self.threads.is_empty() && self.shared.draining.load(Acquire) {
+        if self.threads.is_empty() && (self.shared.draining.load(Acquire) || self.shared.is_shutting_down()) {
+            return; // done already, or handed to a worker (step 0)
+        }
+        if self.shared.in_forked_child() {
+            // The JoinHandles name threads of the parent process.
+            std::mem::forget(std::mem::take(&mut self.threads));
+            return;
+        }
+        if self.shared.local_worker_index().is_some() {
+            // Step 0: inside one of our own fibers.
+            let threads = std::mem::take(&mut self.threads);
+            *self.shared.finisher.lock().unwrap_or_else(|e| e.into_inner()) = Some(threads);
+            self.shared.shutdown.store(true, SeqCst);
+            self.shared.wake_all();
             return;
         }
         self.shared.shutdown.store(true, SeqCst);
@@ -462,72 +570,109 @@ impl Runtime {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.drain();
+        drain(&self.shared);
     }
+}
 
-    /// Step 3 of the shutdown argument.
-    fn drain(&self) {
-        let shared = &self.shared;
-        shared.draining.store(true, SeqCst);
-        let prev = crate::fiber::DRAINING.with(|d| d.replace(Some(shared.clone())));
-        self.drain_all();
-        crate::fiber::DRAINING.with(|d| *d.borrow_mut() = prev);
+/// Step 0 of the shutdown argument, on a worker thread that left its loop:
+/// if the runtime was dropped inside one of its fibers, join every other
+/// worker and drain here.
+fn finish_handed_off_shutdown(shared: &Arc<Shared>) {
+    let Some(threads) = shared.finisher.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    let me = std::thread::current().id();
+    for t in threads {
+        if t.thread().id() != me {
+            let _ = t.join();
+        }
+        // Our own handle is dropped: this thread exits detached.
     }
+    drain(shared);
+}
 
-    fn drain_all(&self) {
-        let shared = &self.shared;
-        loop {
-            self.drain_queues();
-            // Parked fibers, one registry shard at a time; the queues are
-            // drained again before each (destructors may queue fibers).
-            let batch = shared.registry.take_shard();
-            if batch.is_empty() {
-                if shared.registry.is_empty() && self.queues_empty() {
-                    break;
-                }
-                continue;
+/// Step 3 of the shutdown argument.
+fn drain(shared: &Arc<Shared>) {
+    shared.draining.store(true, SeqCst);
+    let prev = crate::fiber::DRAINING.with(|d| d.replace(Some(shared.clone())));
+    drain_all(shared);
+    crate::fiber::DRAINING.with(|d| *d.borrow_mut() = prev);
+}
+
+fn drain_all(shared: &Arc<Shared>) {
+    loop {
+        drain_queues(shared);
+        // Parked fibers, one registry shard at a time; the queues are
+        // drained again before each (destructors may queue fibers).
+        let batch = shared.registry.take_shard();
+        if batch.is_empty() {
+            if shared.registry.is_empty() && queues_empty(shared) {
+                break;
             }
-            for t in batch {
-                self.drain_queues();
-                // Not destroyed here: finished meanwhile, or woken and
-                // queued by a foreign thread (the queue drain gets it).
+            continue;
+        }
+        for t in batch {
+            drain_queues(shared);
+            // Not destroyed here: finished meanwhile, or woken and
+            // queued by a foreign thread (the queue drain gets it).
+            destroy(shared, &t);
+        }
+    }
+}
+
+fn queues_empty(shared: &Shared) -> bool {
+    shared.workers.iter().all(|w| w.inbox.is_empty() && w.pinned_inbox.is_empty())
+}
+
+/// Destroy every queued fiber and cancel every queued job, until the
+/// queues stay empty.
+fn drain_queues(shared: &Shared) {
+    loop {
+        let mut progressed = false;
+        for w in shared.workers.iter() {
+            while let Some(t) = worker::drain_one(&w.pinned_inbox) {
+                progressed = true;
                 destroy(shared, &t);
             }
-        }
-    }
-
-    fn queues_empty(&self) -> bool {
-        self.shared.workers.iter().all(|w| w.inbox.is_empty() && w.pinned_inbox.is_empty())
-    }
-
-    /// Destroy every queued fiber and cancel every queued job, until the
-    /// queues stay empty.
-    fn drain_queues(&self) {
-        let shared = &self.shared;
-        loop {
-            let mut progressed = false;
-            for w in shared.workers.iter() {
-                while let Some(t) = worker::drain_one(&w.pinned_inbox) {
-                    progressed = true;
-                    destroy(shared, &t);
-                }
-                while let Some(r) = worker::drain_one(&w.inbox) {
-                    progressed = true;
-                    match r {
-                        Runnable::Task(t) => {
-                            destroy(shared, &t);
-                        }
-                        // SAFETY: we consumed the only JobRef to it; its
-                        // owner is parked waiting for the latch.
-                        Runnable::Job(j) => unsafe { j.cancel() },
+            while let Some(r) = worker::drain_one(&w.inbox) {
+                progressed = true;
+                match r {
+                    Runnable::Task(t) => {
+                        destroy(shared, &t);
                     }
+                    // SAFETY: we consumed the only JobRef to it; its
+                    // owner is parked waiting for the latch.
+                    Runnable::Job(j) => unsafe { j.cancel() },
                 }
             }
-            if !progressed {
-                return;
-            }
+        }
+        if !progressed {
+            return;
         }
     }
+}
+
+/// Bumped in every child process `fork()` creates (a `pthread_atfork`
+/// child handler, registered when the first runtime is built); a runtime
+/// remembers the value it was built under.
+static FORK_GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn note_fork_in_child() {
+    // Async-signal-safe: one atomic add.
+    FORK_GEN.fetch_add(1, SeqCst);
+}
+
+pub(crate) fn fork_generation() -> u64 {
+    FORK_GEN.load(Relaxed)
+}
+
+fn register_fork_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain function without captured state; it
+        // only touches an atomic, so it is safe in the forked child.
+        unsafe { libc::pthread_atfork(None, None, Some(note_fork_in_child)) };
+    });
 }
 
 /// Destroy a queued or parked fiber during the drain (single thread).

@@ -199,6 +199,12 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
+    /// Worker threads left to join when the runtime was dropped inside one
+    /// of its own fibers: the first worker to leave its loop takes them,
+    /// joins the others and drains (`runtime`, shutdown step 0).
+    pub(crate) finisher: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
+    /// `fork()` generation at build (see `runtime::fork_generation`).
+    pub(crate) fork_gen: u64,
 }
 
 impl LoadProbe for Shared {
@@ -235,6 +241,8 @@ impl Shared {
             },
             over_limit: AtomicBool::new(false),
             deadlock_detection: AtomicBool::new(true),
+            finisher: Mutex::new(None),
+            fork_gen: crate::runtime::fork_generation(),
         }
     }
 
@@ -379,5 +387,11 @@ impl Shared {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Acquire)
+    }
+
+    /// This process is a `fork()`ed copy of the one that built the runtime:
+    /// its worker threads do not exist here.
+    pub(crate) fn in_forked_child(&self) -> bool {
+        crate::runtime::fork_generation() != self.fork_gen
     }
 }

@@ -397,7 +397,7 @@ pub struct MatrixParams {
 pub const NS_PER_MAC: f64 = 0.30;
 
 impl MatrixParams {
-    /// `thesis_bench`'s defaults (32 mults, 2 thieves, 100 heavy mults,
+    /// `thesis_bench`'s single-point defaults (32 mults, 2 thieves, 100 heavy mults,
     /// balanced) at matrix size `size`, with costs from [`NS_PER_MAC`]:
     /// one multiplication `size^3` multiply-adds, one generation `size^2`
     /// random numbers at about 3 ns each.

@@ -142,13 +142,26 @@ impl WaitGroup {
 
     /// Add `n` to the count.
     ///
+    /// # Panics
+    /// If the count would exceed `usize::MAX` (an overflow is a bug, as
+    /// for std's counters, never a silent wrap to zero that would release
+    /// the waiters); the count is left unchanged then.
+    ///
     /// ```
     /// let wg = numafiber::sync::WaitGroup::new();
     /// wg.add(2);
     /// assert_eq!(wg.count(), 2);
     /// ```
     pub fn add(&self, n: usize) {
-        self.queue.lock().state += n;
+        let mut q = self.queue.lock();
+        match q.state.checked_add(n) {
+            Some(c) => q.state = c,
+            None => {
+                let c = q.state;
+                drop(q);
+                panic!("WaitGroup::add({n}) on a count of {c} would overflow usize");
+            }
+        }
     }
 
     /// Subtract one; at zero every waiter is released.

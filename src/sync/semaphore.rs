@@ -119,7 +119,13 @@ impl Semaphore {
         self.queue.lock().state
     }
 
-    /// Add `n` permits (waking up to `n` waiters).
+    /// Add `n` permits (waking up to `n` waiters). Takes time in the
+    /// number of waiters woken, not in `n`.
+    ///
+    /// # Panics
+    /// If the free permits would exceed `usize::MAX` (like std's counters,
+    /// an overflow is a bug, never a silent wrap-around); nothing is
+    /// changed then.
     ///
     /// ```
     /// let s = numafiber::sync::Semaphore::new(0);
@@ -127,8 +133,35 @@ impl Semaphore {
     /// assert_eq!(s.available_permits(), 2);
     /// ```
     pub fn add_permits(&self, n: usize) {
-        for _ in 0..n {
-            self.release();
+        let mut woken = Vec::new();
+        {
+            let mut q = self.queue.lock();
+            // Every waiter that takes a permit lowers what is left to add;
+            // with waiters queued the free count is 0, so only the
+            // no-waiter case can overflow: check before changing anything.
+            if !q.has_waiters() && q.state.checked_add(n).is_none() {
+                let free = q.state;
+                drop(q);
+                panic!(
+                    "Semaphore::add_permits({n}) with {free} permits free would exceed usize::MAX permits"
+                );
+            }
+            let mut left = n;
+            while left > 0 {
+                match q.grant_first() {
+                    Some(e) => {
+                        woken.push(e);
+                        left -= 1;
+                    }
+                    None => break,
+                }
+            }
+            // Cannot saturate after the check above (see there); saturate
+            // rather than wrap if an invariant ever breaks.
+            q.state = q.state.saturating_add(left);
+        }
+        for e in woken {
+            e.node.wake();
         }
     }
 
@@ -154,7 +187,9 @@ impl Semaphore {
             let mut q = self.queue.lock();
             let e = q.grant_first();
             if e.is_none() {
-                q.state += 1;
+                // Saturates: a permit given back while `add_permits` filled
+                // the count to usize::MAX is lost rather than wrapping to 0.
+                q.state = q.state.saturating_add(1);
             }
             e
         };

@@ -43,6 +43,10 @@ pub enum TopologyErrorKind {
     /// A topology spec string (see [`Topology::parse`](super::Topology::parse))
     /// was not understood.
     InvalidSpec,
+    /// The topology is larger than numafiber accepts (more than
+    /// [`MAX_PUS`](super::MAX_PUS) PUs or [`MAX_NODES`](super::MAX_NODES)
+    /// nodes, or a synthetic level wider than [`MAX_ARITY`](super::MAX_ARITY)).
+    TooLarge,
 }
 
 /// What went wrong while building or using a [`Topology`](super::Topology).

@@ -58,14 +58,44 @@ pub(super) fn detect() -> Result<Topology, TopologyError> {
             ),
         )
     })?;
-    let (nodes, node_os, matrix) = extract(hw);
+    let (mut nodes, mut node_os, matrix) = extract(hw);
+    // Only the PUs the process may run on (taskset, sched_setaffinity,
+    // cgroup cpusets): hwloc itself hides cgroup-disallowed PUs but not
+    // the affinity mask. Nodes left without PUs go, with their matrix rows.
+    let allowed = allowed_cpus();
+    let mut restricted = None;
+    let total: usize = nodes.iter().map(|n| n.cpus.len()).sum();
+    let keep: Vec<bool> = nodes.iter().map(|n| n.cpus.iter().any(|c| allowed.contains(c))).collect();
+    if keep.iter().any(|&k| k) {
+        for n in &mut nodes {
+            n.cpus.retain(|c| allowed.contains(c));
+        }
+        let now: usize = nodes.iter().map(|n| n.cpus.len()).sum();
+        if now < total {
+            restricted = Some(now);
+        }
+        nodes = nodes.into_iter().zip(&keep).filter(|(_, &k)| k).map(|(n, _)| n).collect();
+        node_os = node_os.into_iter().zip(&keep).filter(|(_, &k)| k).map(|(o, _)| o).collect();
+        for (id, n) in nodes.iter_mut().enumerate() {
+            n.id = id;
+        }
+    }
+    // Rows and columns of the nodes kept (all of them if none was).
+    let any_kept = keep.iter().any(|&k| k);
+    let idx: Vec<usize> = (0..keep.len()).filter(|&i| keep[i] || !any_kept).collect();
+    let matrix =
+        matrix.map(|m| m.map(|m| idx.iter().map(|&a| idx.iter().map(|&b| m[a][b]).collect()).collect()));
+    let base = match restricted {
+        Some(n) => format!("detected, restricted to the {n} of {total} PUs the process CPU affinity allows"),
+        None => "detected".to_string(),
+    };
     let (matrix, description) = match matrix {
-        Ok(m) => (m, "detected".to_string()),
+        Ok(m) => (m, base),
         // A machine's own matrix we cannot use must not stop the program:
         // fall back to 10/20 and say why in the description.
         Err(why) => (
             None,
-            format!("detected (hwloc distance matrix ignored: {why})"),
+            format!("{base} (hwloc distance matrix ignored: {why})"),
         ),
     };
     let t = Topology::from_parts(nodes, node_os, matrix, true, description);
@@ -89,13 +119,14 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
         return Err(invalid("it is empty".into()));
     }
     // hwloc would happily try to build billions of objects ("pack:70000
-    // pu:70000" takes minutes and gigabytes): bound the PU count first.
-    let pus = synthetic_pu_estimate(desc);
-    if pus > MAX_SYNTHETIC_PUS {
-        return Err(invalid(format!(
-            "it describes about {pus} PUs, more than the {MAX_SYNTHETIC_PUS} numafiber accepts; \
-             use smaller counts"
-        )));
+    // pu:70000" takes minutes and gigabytes, and one level of 4096 children
+    // takes a second): size every accepted form first, hwloc only after.
+    let size = synthetic_size(desc).map_err(invalid)?;
+    if let Some(why) = size.too_large() {
+        return Err(TopologyError::new(
+            K::TooLarge,
+            format!("hwloc synthetic description `{desc}` {why}; use smaller counts"),
+        ));
     }
     let hw = build_guarded(|| {
         HwTopology::builder().from_synthetic(desc).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
@@ -113,34 +144,149 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
     Ok(t)
 }
 
-/// Largest synthetic topology [`synthetic`] builds, in PUs.
-const MAX_SYNTHETIC_PUS: u64 = 1 << 16;
+/// What a synthetic description builds: PUs, NUMA nodes and the largest
+/// number of children of one object (saturating counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SyntheticSize {
+    pub(super) pus: u64,
+    pub(super) nodes: u64,
+    pub(super) arity: u64,
+}
 
-/// Product of the level counts of a synthetic description ("pack:2 core:4
-/// pu:2" -> 16), saturating; tokens without a leading count are ignored
-/// (hwloc validates the syntax itself).
-fn synthetic_pu_estimate(desc: &str) -> u64 {
-    desc.split_whitespace()
-        .filter_map(|tok| {
-            let (_, rest) = tok.split_once(':')?;
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            Some(digits.parse::<u64>().unwrap_or(u64::MAX))
-        })
-        .fold(1u64, u64::saturating_mul)
+impl SyntheticSize {
+    /// Why it is over the bounds, if it is.
+    fn too_large(&self) -> Option<String> {
+        use super::{MAX_ARITY, MAX_NODES, MAX_PUS};
+        if self.pus > MAX_PUS as u64 {
+            Some(format!("describes {} PUs, more than the {MAX_PUS} numafiber accepts", self.pus))
+        } else if self.nodes > MAX_NODES as u64 {
+            Some(format!("describes {} NUMA nodes, more than the {MAX_NODES} numafiber accepts", self.nodes))
+        } else if self.arity > MAX_ARITY as u64 {
+            Some(format!(
+                "gives one object {} children, more than the {MAX_ARITY} numafiber accepts per level \
+                 (hwloc's build time grows with the square of it)",
+                self.arity
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Size a synthetic description without hwloc. Accepted tokens (hwloc's
+/// forms): `type:count` and a bare `count` (a level: multiplies the object
+/// count), `[type]` (a memory child attached to every object of the level
+/// above: one NUMA node each); each may carry a `(attributes)` group, and a
+/// description may start with one (the machine's). Anything else is
+/// refused here, so no form reaches hwloc unsized.
+pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
+    let mut objs: u64 = 1;
+    let mut size = SyntheticSize { pus: 1, nodes: 0, arity: 0 };
+    let mut numa_levels = false;
+    let mut count_only = false;
+    // Objects of the level above the current one.
+    let mut above: u64 = 1;
+    for tok in split_synthetic(desc)? {
+        if let Some(inner) = tok.strip_prefix('[') {
+            let ty = inner.strip_suffix(']').ok_or_else(|| format!("`{tok}` lacks its closing `]`"))?;
+            if !is_numa_type(ty) {
+                return Err(format!("`{tok}`: only NUMA nodes can be attached in brackets"));
+            }
+            size.nodes = size.nodes.saturating_add(objs);
+            numa_levels = true;
+            continue;
+        }
+        let (ty, count) = match tok.split_once(':') {
+            Some((ty, count)) => (Some(ty), count),
+            None => (None, tok.as_str()),
+        };
+        if ty.is_some_and(|t| t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric())) {
+            return Err(format!("`{tok}` has no valid object type before `:`"));
+        }
+        if count.is_empty() || !count.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("`{tok}` has no object count (a decimal number)"));
+        }
+        let n: u64 = count.parse().unwrap_or(u64::MAX);
+        count_only |= ty.is_none();
+        above = objs;
+        objs = objs.saturating_mul(n);
+        size.arity = size.arity.max(n);
+        if ty.is_some_and(is_numa_type) {
+            size.nodes = size.nodes.saturating_add(objs);
+            numa_levels = true;
+        }
+    }
+    size.pus = objs;
+    if count_only {
+        // hwloc guesses the levels of a bare count: at most one NUMA node
+        // per object of the level above the PUs.
+        size.nodes = size.nodes.max(above);
+    } else if !numa_levels {
+        // hwloc adds one NUMA node to the machine when none is described.
+        size.nodes = 1;
+    }
+    Ok(size)
+}
+
+fn is_numa_type(t: &str) -> bool {
+    let t = t.split('(').next().unwrap_or(t).to_ascii_lowercase();
+    matches!(t.as_str(), "numa" | "numanode" | "node")
+}
+
+/// Whitespace-separated tokens with their `(...)` attribute groups cut
+/// off (the groups may contain spaces); a leading group is the machine's.
+fn split_synthetic(desc: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    for c in desc.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.checked_sub(1).ok_or_else(|| "it has an unmatched `)`".to_string())?;
+            }
+            _ if depth > 0 => {}
+            c if c.is_whitespace() => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if depth > 0 {
+        return Err("it has an unmatched `(`".into());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    if out.is_empty() {
+        return Err("it has no level".into());
+    }
+    Ok(out)
 }
 
 pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
     let shown = path.display();
-    if let Err(e) = std::fs::File::open(path) {
-        return Err(TopologyError::new(
+    let unreadable = |why: String| {
+        TopologyError::new(
             K::XmlFileUnreadable,
             format!(
-                "cannot read hwloc XML file `{shown}`: {e}; check the path, or create the file \
+                "cannot read hwloc XML file `{shown}`: {why}; check the path, or create the file \
                  with `lstopo {shown}` (package hwloc) on the machine it should describe"
             ),
-        ));
-    }
-    if path.is_dir() {
+        )
+    };
+    // Open without blocking (a FIFO would block the open, and hwloc's read,
+    // for ever), then look at what was opened: only a regular file is read.
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+    if meta.is_dir() {
         return Err(TopologyError::new(
             K::XmlFileUnreadable,
             format!(
@@ -148,6 +294,29 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
             ),
         ));
     }
+    if !meta.is_file() {
+        return Err(TopologyError::new(
+            K::XmlFileUnreadable,
+            format!(
+                "`{shown}` is not a regular file (a FIFO, socket or device, which could block or \
+                 never end); write the topology to a regular file first, e.g. `lstopo topo.xml`"
+            ),
+        ));
+    }
+    const MAX_XML: u64 = 64 << 20;
+    if meta.len() > MAX_XML {
+        return Err(unreadable(format!(
+            "it has {} bytes, more than the {MAX_XML} an hwloc XML topology needs",
+            meta.len()
+        )));
+    }
+    let mut xml = String::new();
+    {
+        use std::io::Read;
+        // `take`: the file may grow while we read.
+        (&file).take(MAX_XML + 1).read_to_string(&mut xml).map_err(|e| unreadable(e.to_string()))?;
+    }
+    drop(file);
     let invalid = |why: String| {
         TopologyError::new(
             K::InvalidXml,
@@ -157,8 +326,11 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
             ),
         )
     };
+    if xml.contains('\0') {
+        return Err(invalid("the file contains a NUL byte".into()));
+    }
     let hw = build_guarded(|| {
-        HwTopology::builder().from_xml_file(path).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
+        HwTopology::builder().from_xml(&xml).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
     })
     .map_err(invalid)?;
     let (nodes, node_os, matrix) = extract(&hw);
@@ -331,6 +503,51 @@ pub fn current_cpu() -> Option<usize> {
 /// assert!(cpus.windows(2).all(|w| w[0] < w[1]));
 /// ```
 pub fn real_cpus() -> Vec<usize> {
+    let allowed = allowed_cpus();
+    let v: Vec<usize> = real_cpu_list().iter().copied().filter(|c| allowed.contains(c)).collect();
+    if v.is_empty() {
+        real_cpu_list().to_vec()
+    } else {
+        v
+    }
+}
+
+/// OS indexes of the CPUs the process may run on right now (its CPU
+/// affinity: `taskset`, `sched_setaffinity`, cgroup cpusets), ascending.
+/// Read from the main thread (`sched_getaffinity(getpid())`), so a thread
+/// that pinned itself does not narrow it. If the OS does not say, every PU
+/// of the machine. Never empty.
+///
+/// ```
+/// let allowed = numafiber::topology::allowed_cpus();
+/// assert!(!allowed.is_empty());
+/// assert!(numafiber::topology::real_cpus().iter().all(|c| allowed.contains(c)));
+/// ```
+pub fn allowed_cpus() -> Vec<usize> {
+    // A mask bigger than glibc's 1024-bit cpu_set_t when the kernel has
+    // more CPUs: grow until sched_getaffinity stops saying EINVAL.
+    let mut words = 16usize; // 1024 bits
+    loop {
+        let mut mask = vec![0u64; words];
+        let bytes = words * 8;
+        // SAFETY: `mask` is `bytes` long and writable; the kernel writes at
+        // most `bytes` bytes; getpid has no preconditions.
+        let r = unsafe {
+            libc::sched_getaffinity(libc::getpid(), bytes, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
+        };
+        if r == 0 {
+            let v: Vec<usize> = (0..words * 64).filter(|&c| mask[c / 64] >> (c % 64) & 1 == 1).collect();
+            if !v.is_empty() {
+                return v;
+            }
+            break;
+        }
+        let einval = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL);
+        if !einval || words >= 1 << 16 {
+            break;
+        }
+        words *= 2;
+    }
     real_cpu_list().to_vec()
 }
 

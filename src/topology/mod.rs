@@ -40,9 +40,56 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub use error::{TopologyError, TopologyErrorKind};
-pub use hwloc::{current_cpu, pin_current_thread, real_cpus};
+pub use hwloc::{allowed_cpus, current_cpu, pin_current_thread, real_cpus};
 
 use TopologyErrorKind as K;
+
+/// Most PUs a [`Topology`] may have (uniform, synthetic, parsed).
+pub const MAX_PUS: usize = 4096;
+/// Most NUMA nodes a [`Topology`] may have (its distance matrix is
+/// nodes x nodes).
+pub const MAX_NODES: usize = 256;
+/// Most children of one object in a synthetic description: hwloc's build
+/// time grows with its square (one level of 4096 PUs takes a second).
+pub const MAX_ARITY: usize = 256;
+
+/// `0-3,5,7-8`: a CPU list the way `taskset -c` and `/proc` print it.
+pub(crate) fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        if !s.is_empty() {
+            s.push(',');
+        }
+        if j > i {
+            let _ = write!(s, "{}-{}", cpus[i], cpus[j]);
+        } else {
+            let _ = write!(s, "{}", cpus[i]);
+        }
+        i = j + 1;
+    }
+    s
+}
+
+/// Why `nodes x pus_per_node` is over the bounds, if it is.
+fn uniform_too_large(nodes: usize, pus_per_node: usize) -> Option<String> {
+    match nodes.checked_mul(pus_per_node) {
+        _ if nodes > MAX_NODES => Some(format!(
+            "has {nodes} NUMA nodes, more than the {MAX_NODES} numafiber accepts (its distance \
+             matrix is nodes x nodes)"
+        )),
+        Some(p) if p <= MAX_PUS => None,
+        Some(p) => Some(format!("has {p} PUs, more than the {MAX_PUS} numafiber accepts")),
+        None => Some(format!(
+            "has {nodes} x {pus_per_node} PUs, which overflows usize, far more than the {MAX_PUS} \
+             numafiber accepts"
+        )),
+    }
+}
 
 /// Distance of a node to itself when no matrix is known (hwloc/SLIT scale).
 pub const LOCAL_DISTANCE: u32 = 10;
@@ -112,6 +159,9 @@ pub struct Topology {
     has_matrix: bool,
     this_machine: bool,
     description: String,
+    /// Set by `uniform` for a request over the bounds (then `nodes` is
+    /// empty): what `validate` reports.
+    too_large: Option<String>,
 }
 
 /// The 10 local / 20 remote matrix for `n` nodes.
@@ -241,10 +291,16 @@ impl Topology {
             has_matrix,
             this_machine,
             description,
+            too_large: None,
         }
     }
 
     /// Detect the machine this program runs on with hwloc.
+    ///
+    /// Only the PUs the process may run on are listed (its CPU affinity,
+    /// see [`allowed_cpus`]; under `taskset -c 0` the topology has one PU),
+    /// and nodes left without PUs are dropped; the
+    /// [`description`](Self::description) then says so.
     ///
     /// Nodes are hwloc's NUMA nodes that have at least one PU (memory-only
     /// nodes are left out), in hwloc logical order; PUs not covered by any
@@ -279,8 +335,14 @@ impl Topology {
     ///
     /// # Errors
     ///
-    /// [`TopologyErrorKind::InvalidSynthetic`] if hwloc rejects the string,
-    /// [`TopologyErrorKind::NoPus`] if it describes no PU.
+    /// [`TopologyErrorKind::InvalidSynthetic`] if the string is not one of
+    /// hwloc's forms (`type:count`, a bare `count`, `[numa]` memory
+    /// children, `(attribute)` groups) or hwloc rejects it,
+    /// [`TopologyErrorKind::TooLarge`] if it describes more than
+    /// [`MAX_PUS`] PUs or [`MAX_NODES`] nodes, or gives one object more than
+    /// [`MAX_ARITY`] children (checked before hwloc runs, so even a huge
+    /// request fails at once), [`TopologyErrorKind::NoPus`] if it describes
+    /// no PU.
     ///
     /// ```
     /// let topo = numafiber::Topology::synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
@@ -301,7 +363,9 @@ impl Topology {
     ///
     /// # Errors
     ///
-    /// [`TopologyErrorKind::XmlFileUnreadable`] (missing/unreadable file),
+    /// [`TopologyErrorKind::XmlFileUnreadable`] (missing/unreadable file, a
+    /// directory, or not a regular file: a FIFO or device is refused
+    /// without reading from it),
     /// [`TopologyErrorKind::InvalidXml`] (hwloc cannot load it), or a
     /// distance-matrix kind if its `<distances2>` matrix is malformed.
     ///
@@ -317,18 +381,27 @@ impl Topology {
     /// `0..nodes * pus_per_node` node by node, distances 10 local / 20 remote.
     ///
     /// Infallible so it can be used inline; with `nodes == 0` or
-    /// `pus_per_node == 0` the result is invalid and
-    /// [`validate`](Self::validate) (and every runtime builder) rejects it.
-    /// Use [`try_uniform`](Self::try_uniform) to get the error right away.
+    /// `pus_per_node == 0`, or over the bounds (more than [`MAX_NODES`]
+    /// nodes or [`MAX_PUS`] PUs; then it has no nodes and allocates
+    /// nothing), the result is invalid and [`validate`](Self::validate)
+    /// (and every runtime builder) rejects it. Use
+    /// [`try_uniform`](Self::try_uniform) to get the error right away.
     ///
     /// ```
-    /// let topo = numafiber::Topology::uniform(2, 2);
+    /// use numafiber::{Topology, TopologyErrorKind};
+    /// let topo = Topology::uniform(2, 2);
     /// assert_eq!(topo.nodes()[0].cpus, vec![0, 1]);
     /// assert_eq!(topo.distance(1, 0), 20);
-    /// assert!(numafiber::Topology::uniform(0, 2).validate().is_err());
+    /// assert!(Topology::uniform(0, 2).validate().is_err());
+    /// assert_eq!(Topology::uniform(100_000, 1).validate().unwrap_err().kind(), TopologyErrorKind::TooLarge);
     /// ```
     #[must_use]
     pub fn uniform(nodes: usize, pus_per_node: usize) -> Topology {
+        if let Some(why) = uniform_too_large(nodes, pus_per_node) {
+            let mut t = Topology::from_parts(Vec::new(), Vec::new(), None, false, format!("uniform:{nodes}x{pus_per_node}"));
+            t.too_large = Some(why);
+            return t;
+        }
         let nodes_v: Vec<NumaNode> = (0..nodes)
             .map(|n| NumaNode {
                 id: n,
@@ -344,11 +417,13 @@ impl Topology {
         )
     }
 
-    /// Like [`uniform`](Self::uniform), but rejects zero nodes or zero PUs.
+    /// Like [`uniform`](Self::uniform), but rejects zero nodes or zero PUs,
+    /// and sizes over the bounds.
     ///
     /// # Errors
     ///
-    /// [`TopologyErrorKind::NoNodes`] / [`TopologyErrorKind::NoPus`].
+    /// [`TopologyErrorKind::NoNodes`] / [`TopologyErrorKind::NoPus`] /
+    /// [`TopologyErrorKind::TooLarge`].
     ///
     /// ```
     /// assert!(numafiber::Topology::try_uniform(2, 4).is_ok());
@@ -392,13 +467,13 @@ impl Topology {
         Ok(self)
     }
 
-    /// Check that this topology can run workers: at least one node, at least
-    /// one PU, and a well-formed distance matrix.
+    /// Check that this topology can run workers: within the size bounds, at
+    /// least one node, at least one PU, and a well-formed distance matrix.
     ///
     /// # Errors
     ///
-    /// [`TopologyErrorKind::NoNodes`], [`TopologyErrorKind::NoPus`], or a
-    /// distance-matrix kind.
+    /// [`TopologyErrorKind::TooLarge`], [`TopologyErrorKind::NoNodes`],
+    /// [`TopologyErrorKind::NoPus`], or a distance-matrix kind.
     ///
     /// ```
     /// use numafiber::topology::TopologyErrorKind;
@@ -409,6 +484,12 @@ impl Topology {
     /// assert_eq!(err.kind(), TopologyErrorKind::NoPus);
     /// ```
     pub fn validate(&self) -> Result<(), TopologyError> {
+        if let Some(why) = &self.too_large {
+            return Err(TopologyError::new(
+                K::TooLarge,
+                format!("topology `{}` {why}; use smaller counts", self.description),
+            ));
+        }
         if self.nodes.is_empty() {
             return Err(TopologyError::new(
                 K::NoNodes,
