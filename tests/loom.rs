@@ -142,6 +142,9 @@ struct Rt {
     idle: IdleSet,
     queues: Vec<WorkerQueues>,
     steals: bool,
+    /// The model uses wake slots (`push_slot`); the other models leave
+    /// them out so their state space stays what it was.
+    slots: bool,
     shutdown: AtomicBool,
     /// Items run so far, and how many the model expects.
     done: AtomicUsize,
@@ -152,6 +155,15 @@ struct Rt {
 
 impl Rt {
     fn new(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
+        Rt::build(workers, steals, total, false)
+    }
+
+    /// The same, with wake slots in the worker loop (`runtime::wake_slot`).
+    fn with_slots(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
+        Rt::build(workers, steals, total, true)
+    }
+
+    fn build(workers: usize, steals: bool, total: usize, slots: bool) -> Arc<Rt> {
         Arc::new(Rt {
             idle: IdleSet::new(workers),
             queues: (0..workers)
@@ -162,6 +174,7 @@ impl Rt {
                 })
                 .collect(),
             steals,
+            slots,
             shutdown: AtomicBool::new(false),
             done: AtomicUsize::new(0),
             total,
@@ -204,6 +217,9 @@ impl Rt {
 
     /// Owner: the wake slot first.
     fn take_slot(&self, me: usize) -> bool {
+        if !self.slots {
+            return false;
+        }
         match self.queues[me].slot.take() {
             Some(it) => {
                 it.run();
@@ -222,7 +238,7 @@ impl Rt {
     /// `WorkerLocal::has_visible_work` over the stand-in queues.
     fn has_visible_work(&self, me: usize) -> bool {
         let q = &self.queues[me];
-        if q.slot.is_occupied() || !q.deque.is_empty() || !q.inbox.is_empty() {
+        if (self.slots && q.slot.is_occupied()) || !q.deque.is_empty() || !q.inbox.is_empty() {
             return true;
         }
         self.steals
@@ -243,7 +259,7 @@ impl Rt {
             i != me
                 && (q.deque.pop()
                     || q.inbox.pop()
-                    || q.slot.steal().map(|it| it.run()).is_some())
+                    || (self.slots && q.slot.steal().map(|it| it.run()).is_some()))
         });
         self.idle.end_search();
         got
@@ -373,7 +389,7 @@ fn park_vs_spawn_no_steal() {
 #[test]
 fn wake_slot_put_take_steal() {
     check("wake_slot_put_take_steal (2 workers, stealing)", Some(3), || {
-        let rt = Rt::new(2, true, 2);
+        let rt = Rt::with_slots(2, true, 2);
         let _ = rt.main.set(thread::current());
         let mut workers = spawn_workers(&rt, 1);
         let rt0 = rt.clone();
@@ -394,7 +410,7 @@ fn wake_slot_put_take_steal() {
 #[test]
 fn wake_slot_lone_entry() {
     check("wake_slot_lone_entry (2 workers, stealing)", Some(3), || {
-        let rt = Rt::new(2, true, 1);
+        let rt = Rt::with_slots(2, true, 1);
         let _ = rt.main.set(thread::current());
         let mut workers = spawn_workers(&rt, 1);
         let rt0 = rt.clone();
