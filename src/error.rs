@@ -31,6 +31,13 @@ pub enum BuildErrorKind {
         /// Smallest accepted size in bytes.
         minimum: usize,
     },
+    /// The default stack size is above the maximum.
+    StackTooLarge {
+        /// Requested size in bytes.
+        requested: usize,
+        /// Largest accepted size in bytes ([`crate::fiber::MAX_STACK_SIZE`]).
+        maximum: usize,
+    },
     /// The topology was invalid.
     Topology(TopologyError),
     /// A worker could not be pinned to its processing unit (strict pinning).
@@ -94,7 +101,13 @@ impl fmt::Display for BuildError {
             BuildErrorKind::StackTooSmall { requested, minimum } => write!(
                 f,
                 "fiber stack size {requested} bytes is below the minimum of {minimum} bytes: \
-                 pass stack_size(n) with n >= {minimum} (64 KiB is a good default)"
+                 pass stack_size(n) with n >= {minimum} (or leave it out: 256 KiB, committed lazily)"
+            ),
+            BuildErrorKind::StackTooLarge { requested, maximum } => write!(
+                f,
+                "fiber stack size {requested} bytes is above the maximum of {maximum} bytes: \
+                 pass stack_size(n) with n <= {maximum} (stacks are committed lazily: the \
+                 default of 256 KiB costs only the pages a fiber touches)"
             ),
             BuildErrorKind::Topology(e) => write!(f, "invalid topology: {e}"),
             BuildErrorKind::Pinning { worker, cpu, reason } => write!(
@@ -184,6 +197,13 @@ pub enum SpawnErrorKind {
     },
     /// The runtime is shutting down.
     ShuttingDown,
+    /// The requested stack size is above the maximum.
+    StackTooLarge {
+        /// Requested size in bytes.
+        requested: usize,
+        /// Largest accepted size in bytes ([`crate::fiber::MAX_STACK_SIZE`]).
+        maximum: usize,
+    },
     /// `worker(w)` and `node(n)` were both given, and worker `w` is not on
     /// node `n`.
     WorkerNotOnNode {
@@ -207,13 +227,6 @@ pub enum SpawnErrorKind {
     /// The runtime was built in another process: this process is a
     /// `fork()`ed copy, in which the runtime's worker threads do not exist.
     ForkedChild,
-    /// As many fibers are alive as guarded stacks can be mapped.
-    TooManyFibers {
-        /// Fibers alive (spawned, not finished).
-        live: usize,
-        /// The budget: `vm.max_map_count / 2` minus a margin.
-        limit: usize,
-    },
 }
 
 impl SpawnError {
@@ -269,12 +282,11 @@ impl fmt::Display for SpawnError {
                 f,
                 "the runtime is shutting down and accepts no new fibers"
             ),
-            SpawnErrorKind::TooManyFibers { live, limit } => write!(
+            SpawnErrorKind::StackTooLarge { requested, maximum } => write!(
                 f,
-                "{live} fibers are alive and the limit is {limit}: each guarded fiber stack costs two \
-                 memory mappings and vm.max_map_count bounds them; join some fibers first, raise \
-                 vm.max_map_count (sysctl), or build the runtime with unguarded_stacks() (slab \
-                 stacks, a million fibers and more)"
+                "fiber stack size {requested} bytes is above the maximum of {maximum} bytes: \
+                 pass stack_size(n) with n <= {maximum} (stacks are committed lazily, so the \
+                 default of 256 KiB costs only the pages a fiber touches)"
             ),
         }
     }
@@ -358,7 +370,7 @@ impl fmt::Display for JoinError {
             JoinRepr::NoStack(m) => write!(
                 f,
                 "the fiber never ran: its stack could not be allocated ({m}); lower the stack \
-                 size or the number of live fibers, or raise vm.max_map_count"
+                 size, or check the process's address-space limit (ulimit -v)"
             ),
         }
     }

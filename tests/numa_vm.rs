@@ -339,3 +339,55 @@ fn numa_victim_order_follows_the_kernel_matrix() {
         println!("thief {thief} (node {own}): victims {victims:?} at distances {dists:?}");
     }
 }
+
+/// The NUMA node (OS index) holding the page at `addr`, from
+/// `get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR)`; `None` if the kernel says no.
+fn node_of_page(addr: usize) -> Option<usize> {
+    const MPOL_F_NODE: libc::c_ulong = 1;
+    const MPOL_F_ADDR: libc::c_ulong = 2;
+    let mut node: libc::c_int = -1;
+    // SAFETY: get_mempolicy writes one int to `node`; no nodemask is passed
+    // (null, maxnode 0); `addr` is a mapped page of the caller's stack.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut node as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_ulong>(),
+            0 as libc::c_ulong,
+            addr,
+            MPOL_F_NODE | MPOL_F_ADDR,
+        )
+    };
+    (r == 0 && node >= 0).then_some(node as usize)
+}
+
+/// Fiber stacks are bound to the NUMA node of the worker whose pool carved
+/// them (issue 11): a fiber pinned to each worker touches its stack, and
+/// the kernel says which node holds that page. In the 4-node guest (kernel
+/// 6.1, no MADV_GUARD_INSTALL) this is the fallback path; on a 6.13+ NUMA
+/// host, the slab path.
+#[test]
+fn fiber_stacks_live_on_the_workers_node() {
+    let Some(_mode) = mode("fiber_stacks_live_on_the_workers_node") else {
+        return;
+    };
+    let t = Topology::detect().expect("detect");
+    let rt = Runtime::builder().topology(t.clone()).build().expect("runtime");
+    let usage = fiber::stack_usage();
+    println!("stacks: guard_install {}, budget {}", usage.guard_install, usage.fallback_budget);
+    for w in 0..rt.workers() {
+        let h = fiber::Builder::new()
+            .worker(w)
+            .spawn_on(&rt, move || {
+                let mut probe = [0u8; 2048];
+                std::hint::black_box(&mut probe);
+                let addr = probe.as_ptr() as usize & !4095;
+                (fiber::current().unwrap().node, node_of_page(addr))
+            })
+            .unwrap();
+        let (node, page_node) = h.join().unwrap();
+        let want = t.node_os_index(node).expect("detected nodes have OS indexes");
+        println!("worker {w}: node {node} (OS {want}); its fiber's stack page is on OS node {page_node:?}");
+        assert_eq!(page_node, Some(want), "worker {w}'s fiber stack is on the wrong node");
+    }
+}

@@ -117,6 +117,7 @@ fn run(rt: Runtime, per_kind: usize) -> (Duration, usize) {
 #[test]
 fn shutdown_with_100k_fibers_in_every_state() {
     // SAFETY: the fibers here are shallow (a lock, a recv, a join, a sleep).
+    #[allow(deprecated)] // the deprecated unguarded mode keeps its test
     let rt = unsafe {
         Runtime::builder()
             .workers(2)

@@ -35,6 +35,27 @@
 //! The runtime follows the same rule internally: its per-thread state is
 //! only read through non-inlined accessors, so [`current`] always reports
 //! the worker that is really running the fiber.
+//!
+//! # Stacks
+//!
+//! A fiber owns no stack until it first runs, so spawning is never limited
+//! by how many fibers exist. Its stack is [`DEFAULT_STACK_SIZE`] (256 KiB)
+//! of address space, committed lazily: a fiber costs the pages it touches
+//! (one 4 KiB page for a fiber that just parks; measured 4.5 KiB of RSS per
+//! parked fiber with a million of them). Below each stack is a guard page,
+//! so an overflow is caught, reported with the fiber's id, name and stack
+//! size, and the process aborts, like Rust's report for threads. Stacks are
+//! carved from large slabs, and on Linux 6.13 and newer the guard pages are
+//! `MADV_GUARD_INSTALL` markers that need no memory mapping of their own,
+//! so `vm.max_map_count` limits nothing. On older kernels (or with
+//! `NUMAFIBER_NO_GUARD_INSTALL=1`) each stack is a mapping with an
+//! `mprotect`ed guard, and the process can afford about
+//! `vm.max_map_count / 2` of them ([`StackUsage::fallback_budget`]): a
+//! worker at that budget runs the fibers that have stacks first and starts
+//! new ones as stacks are freed; only when nothing can proceed does
+//! `Runtime::block_on` report it, naming the limit and the fix. Any
+//! `stack_size` from [`MIN_STACK_SIZE`] (16 KiB) up to [`MAX_STACK_SIZE`]
+//! works; the runtime's panic report runs on a side stack of the worker.
 
 pub(crate) mod job;
 pub(crate) mod overflow;
@@ -50,7 +71,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
-pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
@@ -226,9 +247,14 @@ where
     T: Send + 'a,
 {
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
-    let min_stack = shared.stack_mode.min_stack_size();
-    if stack_size < min_stack {
-        return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum: min_stack }));
+    match stack::check_size(stack_size, shared.stack_mode) {
+        Ok(()) => {}
+        Err(stack::SizeError::TooSmall { minimum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum }));
+        }
+        Err(stack::SizeError::TooLarge { maximum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooLarge { requested: stack_size, maximum }));
+        }
     }
     let nworkers = shared.workers.len();
     if let Some(w) = opts.worker {
@@ -256,18 +282,12 @@ where
     if shared.is_shutting_down() {
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
+    // No limit on how many fibers exist: an unstarted fiber owns no stack.
     let me = shared.local_worker_index();
     if me.is_none() && shared.in_forked_child() {
         // Only a foreign thread can get here in a forked child: no worker
         // of this runtime exists there.
         return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
-    }
-    let seq = match me {
-        Some(m) => shared.workers[m].counters.spawned.load(Relaxed),
-        None => shared.foreign_spawned.load(Relaxed),
-    };
-    if let Some(live) = shared.fiber_budget_exhausted(seq) {
-        return Err(SpawnError::new(SpawnErrorKind::TooManyFibers { live, limit: shared.max_live }));
     }
     let node_worker = |n: usize| {
         (0..nworkers)
@@ -420,9 +440,13 @@ impl<T> JoinHandle<T> {
 /// runtime's policy.
 ///
 /// # Panics
-/// Outside a fiber of a runtime (like `tokio::spawn`); use
+/// Outside a fiber of a runtime (like `tokio::spawn`), and from a
+/// destructor that runs while the runtime shuts down; use
 /// [`Runtime::spawn`](crate::Runtime::spawn) from plain threads, or
-/// [`Builder::spawn`] for a `Result`.
+/// [`Builder::spawn`] for a `Result`. Never because of how many fibers
+/// exist: a fiber owns no stack until it first runs, and stacks are carved
+/// from slabs without a memory mapping each (see "Stacks" in the module
+/// docs).
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -786,8 +810,11 @@ impl Builder {
         self.opts.name = Some(name.into());
         self
     }
-    /// Stack size in bytes (minimum [`MIN_STACK_SIZE`]). The closure and
-    /// its result are moved onto this stack when the fiber starts, so
+    /// Stack size in bytes, from [`MIN_STACK_SIZE`] (16 KiB) to
+    /// [`MAX_STACK_SIZE`]; outside that range `spawn` returns
+    /// `SpawnErrorKind::StackTooSmall` / `StackTooLarge`. Guarded stacks are
+    /// rounded up to a power of two; only touched pages cost memory.
+    /// The closure and its result are moved onto this stack when the fiber starts, so
     /// together they may take at most a quarter of it: a larger closure is a
     /// [`SpawnErrorKind::ClosureTooLarge`] error, not a stack overflow (box
     /// large captures instead).

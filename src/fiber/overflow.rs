@@ -4,13 +4,19 @@
 //! Without help the process dies with a bare "Segmentation fault". We
 //! install (once, when the first runtime is built) a `SIGSEGV`/`SIGBUS`
 //! handler that runs on an alternate signal stack (one per worker thread,
-//! made in `install_altstack`), looks at the faulting address and the fiber
-//! running on this thread (`tls::current_task_ptr`), and, if the address is
-//! in that fiber's guard page, prints a message in the spirit of Rust's own
+//! made in `install_altstack`, freed when the worker exits), looks at the
+//! faulting address and the fiber running on this thread
+//! (`tls::current_task_ptr`), and, if the address is in that fiber's guard
+//! page, prints a message in the spirit of Rust's own
 //! "thread 'x' has overflowed its stack", naming the fiber, its stack size
 //! and how to ask for a larger one, then aborts. Any other fault goes to the
 //! handler that was installed before ours (Rust's own, which reports
 //! overflows of thread stacks), or to the default action.
+//!
+//! Which fiber's guard was hit does not need a lookup: a fiber overflows
+//! while it runs, so it is the thread's current fiber, and its
+//! `Task::stack_lo` is the bottom of its guard page, whether the guard is a
+//! `MADV_GUARD_INSTALL` marker inside a slab or an `mprotect`ed page.
 //!
 //! Everything the handler does is async-signal-safe: a few loads, `write(2)`
 //! on a stack buffer, `sigaction`, `abort`.
@@ -56,20 +62,40 @@ pub(crate) fn install_handler() {
     });
 }
 
+/// The alternate signal stack of a worker thread, made by
+/// [`install_altstack`]; dropping it (when the worker exits, after its last
+/// fiber ran) disables it and unmaps it.
+pub(crate) struct AltStack {
+    map: usize,
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: disabling the calling thread's altstack is always allowed
+        // (we are not on it: this runs in the worker loop, not in a
+        // handler); then the mapping is ours and nothing uses it.
+        unsafe {
+            let off = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+            libc::sigaltstack(&off, std::ptr::null_mut());
+            libc::munmap(self.map as *mut libc::c_void, ALTSTACK_SIZE);
+        }
+    }
+}
+
 /// Give the calling (worker) thread an alternate signal stack large enough
-/// for the handler, unless it already has one. The mapping is leaked on
-/// purpose: it must outlive every signal the thread may take, and workers
-/// are few.
-pub(crate) fn install_altstack() {
+/// for the handler, unless it already has one. The returned guard frees it
+/// again; keep it until the thread runs no more fibers.
+pub(crate) fn install_altstack() -> Option<AltStack> {
     // SAFETY: querying the current altstack with a null new stack is
-    // always allowed; the out-pointer is a valid stack_t.
+    // always allowed; the out-pointer is a valid stack_t. The new stack is
+    // a fresh mapping of ALTSTACK_SIZE bytes.
     unsafe {
         let mut cur: libc::stack_t = std::mem::zeroed();
         if libc::sigaltstack(std::ptr::null(), &mut cur) == 0
             && cur.ss_flags & libc::SS_DISABLE == 0
             && cur.ss_size >= ALTSTACK_SIZE
         {
-            return;
+            return None;
         }
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -80,10 +106,14 @@ pub(crate) fn install_altstack() {
             0,
         );
         if p == libc::MAP_FAILED {
-            return; // no report on overflow, but no harm either
+            return None; // no report on overflow, but no harm either
         }
         let st = libc::stack_t { ss_sp: p, ss_flags: 0, ss_size: ALTSTACK_SIZE };
-        libc::sigaltstack(&st, std::ptr::null_mut());
+        if libc::sigaltstack(&st, std::ptr::null_mut()) != 0 {
+            libc::munmap(p, ALTSTACK_SIZE);
+            return None;
+        }
+        Some(AltStack { map: p as usize })
     }
 }
 

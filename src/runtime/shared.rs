@@ -39,7 +39,7 @@ use std::thread::Thread;
 use crossbeam_deque::{Injector, Stealer};
 
 use crate::fiber::job::Runnable;
-use crate::fiber::stack::{Slabs, StackMode};
+use crate::fiber::stack::{StackMode, Stacks};
 use crate::fiber::task::{Task, TaskRef};
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
@@ -119,17 +119,6 @@ impl Sleepers for [WorkerShared] {
     }
 }
 
-/// How many guarded fibers may be alive: each guarded stack costs two
-/// memory mappings, and the process may have `vm.max_map_count` mappings;
-/// keep a margin for the heap, libraries and thread stacks.
-fn guarded_fiber_budget() -> usize {
-    let max_maps: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(65_530);
-    (max_maps / 2).saturating_sub(2_048).max(1_024)
-}
-
 /// Parked fibers, so that shutdown can find and unwind them.
 pub(crate) struct Registry {
     shards: Box<[Mutex<HashMap<u64, TaskRef>>]>,
@@ -190,12 +179,9 @@ pub(crate) struct Shared {
     /// Spawns from threads that are not workers of this runtime.
     pub(crate) foreign_spawned: AtomicU64,
     pub(crate) stack_mode: StackMode,
-    pub(crate) slabs: Slabs,
-    /// Guarded mode: most fibers that may be alive at once (memory map
-    /// budget); `usize::MAX` in slab mode.
-    pub(crate) max_live: usize,
-    /// The last live-fiber count was at or above `max_live`.
-    pub(crate) over_limit: AtomicBool,
+    /// Stack settings, slabs and the fallback's starved-worker counts
+    /// (`fiber::stack`).
+    pub(crate) stacks: Stacks,
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
@@ -222,6 +208,7 @@ impl Shared {
         topology: Topology,
         stack_mode: StackMode,
     ) -> Shared {
+        let nworkers = workers.len();
         Shared {
             workers,
             sched,
@@ -234,12 +221,7 @@ impl Shared {
             registry: Registry::new(),
             foreign_spawned: AtomicU64::new(0),
             stack_mode,
-            slabs: Slabs::default(),
-            max_live: match stack_mode {
-                StackMode::Guarded => guarded_fiber_budget(),
-                StackMode::Slab => usize::MAX,
-            },
-            over_limit: AtomicBool::new(false),
+            stacks: Stacks::new(stack_mode, nworkers),
             deadlock_detection: AtomicBool::new(true),
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
@@ -356,29 +338,17 @@ impl Shared {
         self.sched.steals() && self.idle.any_idle()
     }
 
-    /// Fibers spawned and not finished, summed over the workers (racy but
-    /// close: each term is exact for its writer).
-    pub(crate) fn live_fibers(&self) -> usize {
-        let spawned: u64 = self.workers.iter().map(|w| w.counters.spawned.load(Relaxed)).sum::<u64>()
-            + self.foreign_spawned.load(Relaxed);
-        let done: u64 = self.workers.iter().map(|w| w.counters.completed.load(Relaxed)).sum();
-        spawned.saturating_sub(done) as usize
-    }
-
-    /// Whether one more fiber would exceed the stack-mapping budget.
-    /// Re-counts every 128th spawn of a thread, and on every spawn while
-    /// over the budget, so the common case costs one relaxed load.
-    pub(crate) fn fiber_budget_exhausted(&self, spawn_seq: u64) -> Option<usize> {
-        if self.max_live == usize::MAX {
-            return None;
+    /// A fallback stack was unmapped (a budget slot is free): wake the
+    /// workers that keep fibers waiting for one. Pairs with the re-check in
+    /// the worker's `has_visible_work` (wake-up protocol above: the slot is
+    /// the "work", the budget counter its queue).
+    pub(crate) fn notify_stack_freed(&self) {
+        if self.stacks.starved() == 0 {
+            return;
         }
-        if spawn_seq % 128 == 0 || self.over_limit.load(Relaxed) {
-            let live = self.live_fibers();
-            let over = live >= self.max_live;
-            self.over_limit.store(over, Relaxed);
-            return over.then_some(live);
+        for w in self.stacks.starved_workers() {
+            self.notify_worker(w);
         }
-        None
     }
 
     pub(crate) fn node_of(&self, w: usize) -> usize {

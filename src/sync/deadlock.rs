@@ -112,5 +112,8 @@ fn report(shared: &Shared, root: &TaskRef) -> Option<String> {
     for l in lines {
         let _ = writeln!(msg, "  {l}");
     }
+    if let Some(note) = shared.stacks.starvation_note() {
+        let _ = writeln!(msg, "{note}");
+    }
     Some(msg)
 }

@@ -571,3 +571,31 @@ fn real_cpu_list() -> &'static [usize] {
         v
     })
 }
+
+/// Bind the pages of `[addr, addr + len)` to NUMA node `os_node` (OS
+/// index) through the real machine's hwloc topology (`hwloc_set_area_membind`,
+/// policy `Bind`). Pages not touched yet are allocated on that node when
+/// first touched. Used for fiber stack slabs (`fiber::stack`).
+///
+/// # Safety
+/// `[addr, addr + len)` is a mapping of the caller that nobody reads or
+/// writes during the call.
+pub(crate) unsafe fn bind_area_to_node(addr: usize, len: usize, os_node: usize) -> Result<(), String> {
+    use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
+    use hwlocality::memory::nodeset::NodeSet;
+    let hw = real_topology()?;
+    if os_node > i32::MAX as usize {
+        return Err(format!("NUMA node {os_node} out of range"));
+    }
+    // SAFETY: the caller's mapping of `len` bytes, untouched during the
+    // call; `MaybeUninit` bytes have no validity requirement, and hwloc only
+    // uses the address range (mbind).
+    let area: &[std::mem::MaybeUninit<u8>] = unsafe { std::slice::from_raw_parts(addr as *const _, len) };
+    let mut set = NodeSet::new();
+    set.set(os_node);
+    catch_unwind(AssertUnwindSafe(|| {
+        hw.bind_memory_area(area, &set, MemoryBindingPolicy::Bind, MemoryBindingFlags::empty())
+    }))
+    .map_err(|_| "hwloc panicked in bind_memory_area".to_string())?
+    .map_err(|e| format!("hwloc_set_area_membind to node {os_node} failed: {e}"))
+}

@@ -15,7 +15,7 @@ use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Steal, Worker as Deque};
 
 use crate::error::JoinError;
-use crate::fiber::stack::{StackMode, StackPool};
+use crate::fiber::stack::{budget, StackError, StackMode, StackPool};
 use crate::fiber::job::{JobMain, JobRef, Runnable};
 use crate::fiber::task::{Suspend, Task, TaskRef};
 use crate::policy::ThiefState;
@@ -82,6 +82,11 @@ pub(crate) struct WorkerLocal {
     pub(crate) deque: Deque<Runnable>,
     yielded: RefCell<VecDeque<TaskRef>>,
     stacks: RefCell<StackPool>,
+    /// Fallback path at its budget: unstarted fibers waiting for a stack
+    /// (still `RUNNING`: only this worker can reach them, as in `yielded`).
+    starved: RefCell<VecDeque<TaskRef>>,
+    /// `starved.len()`, read on the hot path without a borrow.
+    starved_len: Cell<usize>,
     timers: RefCell<BinaryHeap<Reverse<Timer>>>,
     timer_seq: Cell<u64>,
     thief: RefCell<ThiefState>,
@@ -104,12 +109,22 @@ pub(crate) struct WorkerLocal {
 impl WorkerLocal {
     pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>) -> WorkerLocal {
         let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
+        // Bind stack memory to the worker's node when the topology is this
+        // machine's and has several nodes.
+        let topo = &shared.topology;
+        let node = if topo.is_this_machine() && topo.num_nodes() > 1 {
+            topo.node_os_index(shared.workers[index].slot.node)
+        } else {
+            None
+        };
         WorkerLocal {
             index,
             shared,
             deque,
             yielded: RefCell::new(VecDeque::new()),
-            stacks: RefCell::new(StackPool::default()),
+            stacks: RefCell::new(StackPool::new(node)),
+            starved: RefCell::new(VecDeque::new()),
+            starved_len: Cell::new(0),
             timers: RefCell::new(BinaryHeap::new()),
             timer_seq: Cell::new(0),
             thief: RefCell::new(thief),
@@ -195,6 +210,12 @@ impl WorkerLocal {
         if let Some(t) = self.run_next.borrow_mut().take() {
             return Some(Next::Queued(Runnable::Task(t)));
         }
+        if self.starved_len.get() != 0 && budget::has_room() {
+            // A stack slot is free again: the fibers waiting longest first.
+            if let Some(t) = self.pop_starved() {
+                return Some(Next::Owned(t));
+            }
+        }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         let me = &self.shared.workers[self.index];
@@ -229,6 +250,22 @@ impl WorkerLocal {
         }
         let t = self.yielded.borrow_mut().pop_front();
         t.map(Next::Owned)
+    }
+
+    /// Fallback path at its budget: keep the unstarted `task` (whose run
+    /// permission we hold) until a stack slot is free; meanwhile the worker
+    /// runs fibers that have stacks.
+    fn starve(&self, task: TaskRef) {
+        self.starved.borrow_mut().push_back(task);
+        self.starved_len.set(self.starved_len.get() + 1);
+        self.shared.stacks.add_starved(self.index, 1);
+    }
+
+    fn pop_starved(&self) -> Option<TaskRef> {
+        let t = self.starved.borrow_mut().pop_front()?;
+        self.starved_len.set(self.starved_len.get() - 1);
+        self.shared.stacks.add_starved(self.index, -1);
+        Some(t)
     }
 
     fn fire_timers(&self) {
@@ -435,15 +472,20 @@ impl WorkerLocal {
             (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
         if slot.is_none() {
-            let main = entry.take().expect("a queued unstarted fiber has its entry");
-            let stack = match self.stacks.borrow_mut().get(task.stack_size, shared.stack_mode, &shared.slabs) {
+            let stack = match self.stacks.borrow_mut().get(task.stack_size, &shared.stacks) {
                 Ok(s) => s,
-                Err(e) => {
+                Err(StackError::AtBudget) => {
+                    self.starve(task);
+                    return;
+                }
+                Err(StackError::Os(e)) => {
+                    let main = entry.take().expect("a queued unstarted fiber has its entry");
                     task.transition_to_done();
                     main.fail(JoinError::no_stack(format!("mmap of a {} byte stack failed: {e}", task.stack_size)));
                     return;
                 }
             };
+            let main = entry.take().expect("a queued unstarted fiber has its entry");
             task.stack_lo.store(corosensei::stack::Stack::limit(&stack).get(), Relaxed);
             let tp: *const crate::fiber::task::Task = &*task;
             *slot = Some(Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
@@ -503,7 +545,9 @@ impl WorkerLocal {
                 // SAFETY: as above.
                 let coro = unsafe { task.body() }.coro.take().expect("it just returned");
                 let stack = coro.into_stack();
-                self.stacks.borrow_mut().put(task.stack_size, stack);
+                if self.stacks.borrow_mut().put(stack, &shared.stacks) {
+                    shared.notify_stack_freed();
+                }
                 // SAFETY: as above.
                 let registered = unsafe { task.body() }.registered;
                 task.transition_to_done();
@@ -520,8 +564,17 @@ impl WorkerLocal {
     fn park_idle(&self) {
         let shared = &self.shared;
         let me = &shared.workers[self.index];
-        let stacks_mapped = self.stacks.borrow().mapped;
-        me.counters.stacks_mapped.store(stacks_mapped, Relaxed);
+        let released = {
+            let mut pool = self.stacks.borrow_mut();
+            me.counters.stacks_mapped.store(pool.mapped, Relaxed);
+            pool.trim();
+            // Fallback: fibers wait for a stack somewhere; our free ones
+            // must not sit in a pool meanwhile.
+            shared.stacks.budgeted() && shared.stacks.starved() != 0 && pool.release_free() != 0
+        };
+        if released {
+            shared.notify_stack_freed();
+        }
         shared.idle.sleep(
             &me.sleeper,
             || self.has_visible_work() || shared.shutdown.load(SeqCst),
@@ -586,6 +639,7 @@ impl WorkerLocal {
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
             || !self.yielded.borrow().is_empty()
+            || (self.starved_len.get() != 0 && budget::has_room())
         {
             return true;
         }
@@ -614,6 +668,10 @@ impl WorkerLocal {
             me.inbox.push(Runnable::Task(t));
         }
         if let Some(t) = me.wake_slot.take() {
+            me.inbox.push(Runnable::Task(t));
+        }
+        while let Some(t) = self.pop_starved() {
+            t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
         }
         self.timers.borrow_mut().clear();
