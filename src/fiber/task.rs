@@ -104,6 +104,10 @@ pub(crate) struct Task {
     pub(crate) wait_kind: AtomicU8,
     /// The object waited on: its address, or a fiber id for joins.
     pub(crate) wait_obj: AtomicU64,
+    /// "Granted" flag of the wait queue entry this fiber waits on
+    /// (`sync::queue`): cleared by the fiber when it queues itself, set by
+    /// the granter, both under that queue's lock; read by the fiber.
+    pub(crate) wait_signalled: std::sync::atomic::AtomicBool,
     body: UnsafeCell<Body>,
 }
 
@@ -123,9 +127,14 @@ pub(crate) mod wait_kind {
     pub(crate) const CHAN_SEND: u8 = 11;
     pub(crate) const JOIN_ANY: u8 = 12;
     pub(crate) const SCOPE: u8 = 13;
-    pub(crate) const ONESHOT: u8 = 14;
-    pub(crate) const AUTO_EVENT: u8 = 15;
-    pub(crate) const JOIN_SET: u8 = 16;
+    /// Socket readiness (`crate::net`): woken from outside the runtime (a
+    /// peer), so never part of a deadlock; `describe` gives `None`.
+    pub(crate) const IO: u8 = 14;
+    /// A `spawn_blocking` call on a helper thread: same as `IO`.
+    pub(crate) const BLOCKING: u8 = 15;
+    pub(crate) const ONESHOT: u8 = 16;
+    pub(crate) const AUTO_EVENT: u8 = 17;
+    pub(crate) const JOIN_SET: u8 = 18;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -146,6 +155,8 @@ pub(crate) mod wait_kind {
             JOIN_SET => format!("JoinSet::join_next {obj:#x}"),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
+            // IO, BLOCKING: an outside party (a peer, a helper thread)
+            // wakes the fiber: not a deadlock.
             _ => return None,
         })
     }
@@ -190,6 +201,7 @@ impl Task {
             last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
+            wait_signalled: std::sync::atomic::AtomicBool::new(false),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,

@@ -39,6 +39,7 @@
 //!    so a thread blocked in `join` returns instead of hanging.
 
 pub(crate) mod idle;
+pub(crate) mod wake_slot;
 pub(crate) mod shared;
 
 use std::fmt;
@@ -311,6 +312,7 @@ impl Builder {
                 index: i,
                 slot: slots[i],
                 stealer: d.stealer(),
+                wake_slot: crate::runtime::wake_slot::WakeSlot::new(),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),
@@ -319,6 +321,8 @@ impl Builder {
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
                 timers: Default::default(),
+                poll_flag: crate::reactor::driver::PollFlag::new(),
+                reactor_waker: OnceLock::new(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -648,10 +652,17 @@ impl Runtime {
             let threads = std::mem::take(&mut self.threads);
             *self.shared.finisher.lock().unwrap_or_else(|e| e.into_inner()) = Some(threads);
             self.shared.shutdown.store(true, SeqCst);
+            std::sync::atomic::fence(SeqCst); // as below
             self.shared.wake_all();
             return;
         }
         self.shared.shutdown.store(true, SeqCst);
+        // Pairs with the sleeper's fence (announce, fence, re-check the
+        // flag): a worker that announces itself after `wake_all` read its
+        // flag sees `shutdown`. Needed since an idle worker may block in
+        // the reactor's `epoll_wait`, where the futex token `wake_all`
+        // leaves does not reach it (loom model `reactor_busy_poll_vs_idle`).
+        std::sync::atomic::fence(SeqCst);
         self.shared.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -10,7 +10,8 @@
 //! 2. every worker is asleep, every deque and inbox is empty, no worker
 //!    has a pending timer (`sleep`, `recv_timeout`...), and no fiber waits
 //!    on an *external wake source* ([`ExternalWait`]: the I/O reactor's
-//!    hook; a fiber parked on a socket is not deadlocked);
+//!    hook), and no fiber waits on a socket (`crate::net`'s reactor:
+//!    a peer may wake it);
 //! 3. (for the runtime of this `block_on`) the root fiber is parked.
 //!
 //! The *progress key* sums every live runtime's `resumes + parks` counters
@@ -265,6 +266,10 @@ fn quiescent(shared: &Shared) -> Option<u64> {
         return None;
     }
     if shared.idle.num_sleeping() != shared.workers.len() {
+        return None;
+    }
+    // Fibers waiting on sockets: a peer may wake them (`crate::reactor`).
+    if shared.reactor.get().is_some_and(|r| r.waiting() != 0) {
         return None;
     }
     let mut progress = 0u64;
