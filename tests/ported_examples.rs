@@ -1,6 +1,8 @@
 //! The ported corolib-style examples in `examples/`: each example's logic
 //! is included here (`#[path]`) and its output checked.
 
+#[path = "../examples/corolib_clientserver.rs"]
+mod corolib_clientserver;
 #[path = "../examples/exception_flow.rs"]
 mod exception_flow;
 #[path = "../examples/fork_join_sum.rs"]
@@ -109,4 +111,22 @@ fn exception_flow_output() {
     let out = exception_flow::run(&rt(), 1, &[-5, -7]);
     assert!(out.contains("caught OpFailed(-5)") && out.contains("caught OpFailed(-7)"), "{out}");
     assert!(out.ends_with("coroutine1: v = 3\n"), "{out}");
+}
+
+#[test]
+fn corolib_clientserver_output() {
+    // 3 client fibers x 5 rounds against the server on 127.0.0.1:0.
+    let out = corolib_clientserver::run(&rt(), 3, 5).expect("client-server run");
+    let mut want = String::from("server listening, expecting 15 connections\n");
+    let mut bytes = 0;
+    for c in 0..3 {
+        for i in 0..5 {
+            let sent = format!("client {c}: This is string {i} to echo");
+            let got = sent.to_uppercase();
+            bytes += got.len() + 1; // the answer's newline
+            want += &format!("client {c} round {i}: sent {sent:?} got {got:?}\n");
+        }
+    }
+    want += &format!("server: 15 connections, 15 requests, {bytes} bytes answered\n");
+    assert_eq!(out, want);
 }
