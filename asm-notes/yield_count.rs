@@ -96,6 +96,80 @@ fn main() {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
             println!("rayon::join fib({n}) = {}", pool.install(|| fib(black_box(n))));
         }
-        m => panic!("unknown mode {m}: use raw | numafiber | spawn | join | rayon_join"),
+        "spawn2" | "rendezvous" | "cap1" | "rendezvous2" | "cap1_2" => {
+            let workers = if mode.ends_with('2') { 2 } else { 1 };
+            let rt = Runtime::builder()
+                .workers(workers)
+                .topology(Topology::uniform(1, 2))
+                .policy(Policy::RandomSteal)
+                .build()
+                .expect("runtime");
+            let t0 = std::time::Instant::now();
+            if mode == "spawn2" {
+                rt.block_on(move || {
+                    for i in 0..n {
+                        black_box(fiber::spawn(move || black_box(i)).join().unwrap());
+                    }
+                });
+            } else {
+                let cap = if mode.starts_with("cap1") { 1 } else { 0 };
+                rt.block_on(move || {
+                    let (tx1, rx1) = numafiber::sync::channel::bounded::<u64>(cap);
+                    let (tx2, rx2) = numafiber::sync::channel::bounded::<u64>(cap);
+                    let pong = fiber::spawn(move || {
+                        for v in rx1.iter() {
+                            tx2.send(v + 1).unwrap();
+                        }
+                    });
+                    let mut v = 0;
+                    for _ in 0..n {
+                        tx1.send(v).unwrap();
+                        v = rx2.recv().unwrap();
+                    }
+                    drop(tx1);
+                    fiber::await_fiber(pong);
+                    assert_eq!(v, n);
+                });
+            }
+            let e = t0.elapsed();
+            let st = rt.stats();
+            println!(
+                "numafiber {mode}: {n} ops on {workers} worker(s), {:.1} ns/op, steals {}",
+                e.as_nanos() as f64 / n as f64,
+                st.local_steals + st.remote_steals
+            );
+        }
+        "startup" => {
+            // N times: a default runtime (hwloc topology, one worker per
+            // PU) is built, runs one fiber, and shuts down.
+            let t0 = std::time::Instant::now();
+            for i in 0..n {
+                let rt = Runtime::builder().build().expect("runtime");
+                black_box(rt.block_on(move || black_box(i)));
+                rt.shutdown();
+            }
+            println!("numafiber startup: {:.1} us per build + block_on + shutdown", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        "detect" => {
+            let t0 = std::time::Instant::now();
+            let t = Topology::detect().expect("topology");
+            let e1 = t0.elapsed();
+            let rt = Runtime::builder().topology(t).build().expect("runtime");
+            let e2 = t0.elapsed();
+            rt.block_on(|| ());
+            let e3 = t0.elapsed();
+            rt.shutdown();
+            println!("detect {:?}, build {:?}, block_on {:?}, shutdown {:?}", e1, e2 - e1, e3 - e2, t0.elapsed() - e3);
+        }
+        "rayon_startup" => {
+            let t0 = std::time::Instant::now();
+            for i in 0..n {
+                let pool = rayon::ThreadPoolBuilder::new().build().unwrap();
+                black_box(pool.install(move || black_box(i)));
+                drop(pool);
+            }
+            println!("rayon startup: {:.1} us per build + install + drop", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        m => panic!("unknown mode {m}: use startup | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2"),
     }
 }

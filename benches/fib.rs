@@ -72,6 +72,12 @@ fn fib(c: &mut Criterion) {
         .policy(Policy::RandomSteal)
         .build()
         .expect("runtime");
+    let rt1 = Runtime::builder()
+        .workers(1)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::RandomSteal)
+        .build()
+        .expect("runtime");
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     assert_eq!(rt.block_on(|| fib_fiber(N, 0)), FIB_N);
     assert_eq!(pool.install(|| fib_rayon(N, 0)), FIB_N);
@@ -86,6 +92,12 @@ fn fib(c: &mut Criterion) {
         g.bench_function("numafiber", |b| {
             b.iter(|| black_box(rt.block_on(move || fib_fiber(black_box(N), cutoff))))
         });
+        if cutoff == 0 {
+            // The second worker must help: the same on one worker.
+            g.bench_function("numafiber_1w", |b| {
+                b.iter(|| black_box(rt1.block_on(move || fib_fiber(black_box(N), cutoff))))
+            });
+        }
         g.bench_function("rayon", |b| b.iter(|| black_box(pool.install(|| fib_rayon(black_box(N), cutoff)))));
         if cutoff > 0 {
             g.bench_function("may", |b| {

@@ -198,6 +198,54 @@ fn channel_ping_pong(c: &mut Criterion) {
     g.finish();
 }
 
+/// Round trips per iteration of the `ping_pong` group.
+const PP_ROUNDS: u64 = 1000;
+
+/// Channel ping-pong at capacity 0 (rendezvous) and 1, on 1 and 2 workers:
+/// the peer of `benches/peers/{go/ping_pong,boost/ping_pong.cpp}` (same
+/// shape: the timed fiber sends a counter, a partner sends it back plus
+/// one). One criterion iteration is `PP_ROUNDS` round trips; the bench
+/// script divides. `scripts/bench-peers.sh` runs this group beside Go and
+/// Boost.Fiber.
+fn ping_pong(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ping_pong");
+    for workers in [1, 2] {
+        let rt = Runtime::builder()
+            .workers(workers)
+            .topology(Topology::uniform(1, 2))
+            .policy(Policy::RandomSteal)
+            .build()
+            .expect("runtime");
+        for cap in [0, 1] {
+            g.bench_function(format!("numafiber_cap{cap}_{workers}w"), |b| {
+                b.iter_custom(|iters| {
+                    rt.block_on(move || {
+                        let (tx1, rx1) = sync::channel::bounded::<u64>(cap);
+                        let (tx2, rx2) = sync::channel::bounded::<u64>(cap);
+                        let pong = fiber::spawn(move || {
+                            for v in rx1.iter() {
+                                tx2.send(v + 1).unwrap();
+                            }
+                        });
+                        let mut v = 0;
+                        let t0 = std::time::Instant::now();
+                        for _ in 0..iters * PP_ROUNDS {
+                            tx1.send(v).unwrap();
+                            v = rx2.recv().unwrap();
+                        }
+                        let e = t0.elapsed();
+                        drop(tx1);
+                        fiber::await_fiber(pong);
+                        assert_eq!(v, iters * PP_ROUNDS);
+                        e
+                    })
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 fn config() -> Criterion {
     may::config().set_workers(2);
     Criterion::default()
@@ -209,6 +257,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = mutex_uncontended, mutex_contended, channel_ping_pong
+    targets = mutex_uncontended, mutex_contended, channel_ping_pong, ping_pong
 }
 criterion_main!(benches);

@@ -23,9 +23,9 @@ pub(crate) mod sync {
 
     pub(crate) mod atomic {
         #[cfg(loom)]
-        pub(crate) use ::loom::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
+        pub(crate) use ::loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
         #[cfg(not(loom))]
-        pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
     }
 }
 

@@ -46,7 +46,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberState, ForkJob, IdleSet, JoinPacket};
+use numafiber::__loom::{FiberState, ForkJob, IdleSet, JoinPacket, SlotModel};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -102,7 +102,35 @@ impl Queue {
     }
 }
 
+/// A fiber in a wake slot: its body is a loom cell, so two holders of
+/// the run permission touching it without a happens-before edge are a race
+/// loom reports.
+struct SlotItem {
+    body: UnsafeCell<usize>,
+}
+// SAFETY: the body is only touched by the holder of the item's run
+// permission (the model checks exactly that).
+unsafe impl Sync for SlotItem {}
+// SAFETY: as above.
+unsafe impl Send for SlotItem {}
+
+impl SlotItem {
+    /// A displaced entry moves to the deque stand-in, which carries no
+    /// payload: the model drops the `Arc` here (the deque pop counts it).
+    fn run_pending_on_deque(&self) {}
+
+    /// Whoever runs the item writes its body.
+    fn run(&self) {
+        self.body.with_mut(|b| {
+            // SAFETY: we hold the run permission (took the slot entry).
+            unsafe { *b += 1 }
+        });
+    }
+}
+
 struct WorkerQueues {
+    /// The wake slot (`runtime::wake_slot`): owner first, thieves any time.
+    slot: SlotModel<SlotItem>,
     /// The owner's deque (stealable).
     deque: Queue,
     /// The `Injector` inbox (stealable).
@@ -114,6 +142,9 @@ struct Rt {
     idle: IdleSet,
     queues: Vec<WorkerQueues>,
     steals: bool,
+    /// The model uses wake slots (`push_slot`); the other models leave
+    /// them out so their state space stays what it was.
+    slots: bool,
     shutdown: AtomicBool,
     /// Items run so far, and how many the model expects.
     done: AtomicUsize,
@@ -124,15 +155,26 @@ struct Rt {
 
 impl Rt {
     fn new(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
+        Rt::build(workers, steals, total, false)
+    }
+
+    /// The same, with wake slots in the worker loop (`runtime::wake_slot`).
+    fn with_slots(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
+        Rt::build(workers, steals, total, true)
+    }
+
+    fn build(workers: usize, steals: bool, total: usize, slots: bool) -> Arc<Rt> {
         Arc::new(Rt {
             idle: IdleSet::new(workers),
             queues: (0..workers)
                 .map(|_| WorkerQueues {
+                    slot: SlotModel::new(),
                     deque: Queue::new(),
                     inbox: Queue::new(),
                 })
                 .collect(),
             steals,
+            slots,
             shutdown: AtomicBool::new(false),
             done: AtomicUsize::new(0),
             total,
@@ -154,6 +196,39 @@ impl Rt {
         self.idle.notify_idle(self.steals);
     }
 
+    /// `Shared::push_local` on worker `me`: the new fiber goes to the wake
+    /// slot; a displaced entry goes to the deque (here: it is run by
+    /// whoever pops the deque stand-in, so its body is written now, by the
+    /// permission holder, before the push publishes it) and only then
+    /// `notify_idle` (no fence).
+    fn push_slot(&self, me: usize) {
+        let item = Arc::new(SlotItem { body: UnsafeCell::new(0) });
+        // The spawner initialises the body before publishing it.
+        item.body.with_mut(|b| {
+            // SAFETY: not published yet: ours alone.
+            unsafe { *b = 0 }
+        });
+        if let Some(prev) = self.queues[me].slot.put(item) {
+            prev.run_pending_on_deque();
+            self.queues[me].deque.push();
+            self.idle.notify_idle(self.steals);
+        }
+    }
+
+    /// Owner: the wake slot first.
+    fn take_slot(&self, me: usize) -> bool {
+        if !self.slots {
+            return false;
+        }
+        match self.queues[me].slot.take() {
+            Some(it) => {
+                it.run();
+                true
+            }
+            None => false,
+        }
+    }
+
     fn run_item(&self) {
         if self.done.fetch_add(1, AcqRel) + 1 == self.total {
             self.main.get().expect("main registered").unpark();
@@ -163,7 +238,7 @@ impl Rt {
     /// `WorkerLocal::has_visible_work` over the stand-in queues.
     fn has_visible_work(&self, me: usize) -> bool {
         let q = &self.queues[me];
-        if !q.deque.is_empty() || !q.inbox.is_empty() {
+        if (self.slots && q.slot.is_occupied()) || !q.deque.is_empty() || !q.inbox.is_empty() {
             return true;
         }
         self.steals
@@ -180,11 +255,12 @@ impl Rt {
             return false;
         }
         self.idle.begin_search();
-        let got = self
-            .queues
-            .iter()
-            .enumerate()
-            .any(|(i, q)| i != me && (q.deque.pop() || q.inbox.pop()));
+        let got = self.queues.iter().enumerate().any(|(i, q)| {
+            i != me
+                && (q.deque.pop()
+                    || q.inbox.pop()
+                    || (self.slots && q.slot.steal().map(|it| it.run()).is_some()))
+        });
         self.idle.end_search();
         got
     }
@@ -196,7 +272,7 @@ impl Rt {
                 break;
             }
             let q = &self.queues[me];
-            if q.deque.pop() || q.inbox.pop() || self.steal(me) {
+            if self.take_slot(me) || q.deque.pop() || q.inbox.pop() || self.steal(me) {
                 self.run_item();
                 continue;
             }
@@ -288,6 +364,58 @@ fn park_vs_spawn_no_steal() {
         let h0 = thread::spawn(move || {
             rt0.push_local(0);
             rt0.push_remote(1);
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
+        rt.finish(workers);
+    });
+}
+
+// ---------------------------------------------------------------------
+// Model 2b: the wake slot (issue 15)
+// ---------------------------------------------------------------------
+
+/// Worker 0's fiber makes two fibers runnable on worker 0
+/// (`Shared::push_local`): the first goes to the wake slot and wakes
+/// nobody, the second displaces it to the deque and calls `notify_idle`
+/// (no fence). Worker 1 runs out of work, searches (and may take the slot
+/// entry itself: the model drops the grace period, so thieves may steal at
+/// any moment) and sleeps. Both fibers must run exactly once (each slot
+/// entry's body is a loom cell: two runners, or a runner without a
+/// happens-before edge from the spawner, are reported), no wake-up is lost
+/// (worker 0 runs its slot itself when its fiber returns), and
+/// `num_sleeping` ends at 0.
+#[test]
+fn wake_slot_put_take_steal() {
+    check("wake_slot_put_take_steal (2 workers, stealing)", Some(3), || {
+        let rt = Rt::with_slots(2, true, 2);
+        let _ = rt.main.set(thread::current());
+        let mut workers = spawn_workers(&rt, 1);
+        let rt0 = rt.clone();
+        let h0 = thread::spawn(move || {
+            rt0.push_slot(0);
+            rt0.push_slot(0);
+            rt0.worker_loop(0);
+        });
+        rt.idle.set_thread(0, h0.thread().clone());
+        workers.insert(0, h0);
+        rt.finish(workers);
+    });
+}
+
+/// A lone slot entry (no displacement, so no wake-up at all) while worker 1
+/// sleeps: worker 0 must run it itself; worker 1 may steal it; either way
+/// it runs once and nothing hangs.
+#[test]
+fn wake_slot_lone_entry() {
+    check("wake_slot_lone_entry (2 workers, stealing)", Some(3), || {
+        let rt = Rt::with_slots(2, true, 1);
+        let _ = rt.main.set(thread::current());
+        let mut workers = spawn_workers(&rt, 1);
+        let rt0 = rt.clone();
+        let h0 = thread::spawn(move || {
+            rt0.push_slot(0);
             rt0.worker_loop(0);
         });
         rt.idle.set_thread(0, h0.thread().clone());

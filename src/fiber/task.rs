@@ -104,6 +104,10 @@ pub(crate) struct Task {
     pub(crate) wait_kind: AtomicU8,
     /// The object waited on: its address, or a fiber id for joins.
     pub(crate) wait_obj: AtomicU64,
+    /// "Granted" flag of the wait queue entry this fiber waits on
+    /// (`sync::queue`): cleared by the fiber when it queues itself, set by
+    /// the granter, both under that queue's lock; read by the fiber.
+    pub(crate) wait_signalled: std::sync::atomic::AtomicBool,
     body: UnsafeCell<Body>,
 }
 
@@ -184,6 +188,7 @@ impl Task {
             last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
+            wait_signalled: std::sync::atomic::AtomicBool::new(false),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,

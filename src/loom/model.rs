@@ -81,7 +81,7 @@ impl IdleSet {
         self.idle.wake_all(&self.workers)
     }
     pub fn begin_search(&self) {
-        self.idle.begin_search()
+        self.idle.begin_search();
     }
     pub fn end_search(&self) {
         self.idle.end_search()
@@ -235,5 +235,36 @@ impl ForkJobRef {
     pub unsafe fn cancel(self) {
         // SAFETY: the caller's contract.
         unsafe { self.0.cancel() }
+    }
+}
+
+// ----- wake slot -----
+
+/// `runtime::wake_slot::WakeSlot`: the per-worker slot of the fiber made
+/// runnable last (owner `put`/`take`, thief `steal`).
+pub struct SlotModel<T>(crate::runtime::wake_slot::WakeSlot<T>);
+
+impl<T> SlotModel<T> {
+    pub fn new() -> SlotModel<T> {
+        SlotModel(crate::runtime::wake_slot::WakeSlot::new())
+    }
+    /// Owner: put, returning the displaced entry.
+    pub fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
+        self.0.put(t)
+    }
+    /// Owner: take.
+    pub fn take(&self) -> Option<Arc<T>> {
+        self.0.take()
+    }
+    /// Thief: take (the runtime waits for the grace period first; the model
+    /// lets a thief try at any time, which includes every real schedule).
+    pub fn steal(&self) -> Option<Arc<T>> {
+        self.0.steal()
+    }
+    pub fn is_occupied(&self) -> bool {
+        self.0.is_occupied()
+    }
+    pub fn generation(&self) -> usize {
+        self.0.generation()
     }
 }

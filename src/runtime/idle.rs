@@ -64,10 +64,11 @@ impl Idle {
         self.num_sleeping.load(Relaxed) != 0 || self.num_searching.load(Relaxed) != 0
     }
 
-    /// A worker starts scanning victims.
+    /// A worker starts scanning victims; returns how many others were
+    /// searching already (at most half the workers spin).
     #[inline]
-    pub(crate) fn begin_search(&self) {
-        self.num_searching.fetch_add(1, SeqCst);
+    pub(crate) fn begin_search(&self) -> usize {
+        self.num_searching.fetch_add(1, SeqCst)
     }
 
     /// The worker is done scanning victims.

@@ -39,6 +39,7 @@
 //!    so a thread blocked in `join` returns instead of hanging.
 
 pub(crate) mod idle;
+pub(crate) mod wake_slot;
 pub(crate) mod shared;
 
 use std::fmt;
@@ -286,6 +287,7 @@ impl Builder {
                 index: i,
                 slot: slots[i],
                 stealer: d.stealer(),
+                wake_slot: crate::runtime::wake_slot::WakeSlot::new(),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),

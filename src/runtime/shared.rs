@@ -22,6 +22,9 @@
 //! wakers never both count the same sleeper. `thread::park` keeps a token,
 //! so an `unpark` that lands before the `park` is not lost either.
 //!
+//! *When* and *whom* a pusher wakes (the wake slot, searching workers) is
+//! in `runtime/README.md`.
+//!
 //! Stealing policies also wake *some* sleeper when work is pushed to a busy
 //! worker's own deque, but only when no worker is already searching
 //! (`num_searching == 0`): a searching worker re-scans before it sleeps, so
@@ -37,9 +40,10 @@ use crossbeam_deque::{Injector, Stealer};
 
 use crate::fiber::job::Runnable;
 use crate::fiber::stack::{StackMode, Stacks};
-use crate::fiber::task::TaskRef;
+use crate::fiber::task::{Task, TaskRef};
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
+use crate::runtime::wake_slot::WakeSlot;
 use crate::topology::{Topology, WorkerSlot};
 use crate::worker::tls;
 
@@ -75,6 +79,8 @@ pub(crate) struct WorkerShared {
     pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
     pub(crate) pinned_inbox: Injector<TaskRef>,
+    /// The fiber this worker made runnable last (see `runtime::wake_slot`).
+    pub(crate) wake_slot: WakeSlot<Task>,
     /// Announced asleep (see `runtime::idle`).
     pub(crate) sleeper: Sleeper,
     pub(crate) thread: OnceLock<Thread>,
@@ -88,7 +94,7 @@ pub(crate) struct WorkerShared {
 
 impl WorkerShared {
     pub(crate) fn queue_len(&self) -> usize {
-        self.stealer.len() + self.inbox.len() + self.pinned_inbox.len()
+        self.stealer.len() + self.inbox.len() + self.pinned_inbox.len() + usize::from(self.wake_slot.is_occupied())
     }
 
     pub(crate) fn has_stealable_work(&self) -> bool {
@@ -249,8 +255,7 @@ impl Shared {
                 // a worker of this runtime; the pointer is valid for the
                 // duration of this call (no suspension in between).
                 let w = unsafe { &*tls::worker_ptr() };
-                w.deque.push(Runnable::Task(task));
-                self.notify_idle();
+                self.push_local(me, &w.deque, task);
                 return;
             }
         }
@@ -279,8 +284,7 @@ impl Shared {
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
                 // SAFETY: as in `submit`.
                 let w = unsafe { &*tls::worker_ptr() };
-                w.deque.push(Runnable::Task(task));
-                self.notify_idle();
+                self.push_local(me, &w.deque, task);
                 return;
             }
         }
@@ -289,6 +293,19 @@ impl Shared {
         let last = task.last_worker();
         self.workers[last].inbox.push(Runnable::Task(task));
         self.notify_worker(last);
+    }
+
+    /// The running fiber of worker `me` made `task` runnable (spawned it
+    /// here, or woke it): put it in `me`'s wake slot, to run as soon as the
+    /// current fiber gives control back. The entry it displaces goes to the
+    /// deque, and only then is an idle worker woken: there is more work
+    /// than this worker takes next (protocol: `runtime/README.md`).
+    #[inline]
+    pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
+        if let Some(prev) = self.workers[me].wake_slot.put(task) {
+            deque.push(Runnable::Task(prev));
+            self.notify_idle();
+        }
     }
 
     /// Work was pushed to worker `target`'s inbox: make sure someone will

@@ -11,14 +11,21 @@
 //! (`Mutex` does).
 //!
 //! 1. *Wait.* Under the lock the caller sees it must wait, pushes an
-//!    [`Entry`] (its id, an `Arc<Node>` holding a [`Waiter`] = the parked
-//!    fiber or thread, and an optional payload `P`, e.g. a value a blocked
-//!    sender offers), drops the lock and calls [`WaitQueue::park`].
+//!    [`Entry`] (its id, a [`Waker`] owning a reference to the parked fiber
+//!    and its runtime, or to a thread's flag, and an optional payload `P`,
+//!    e.g. a value a blocked sender offers), drops the lock and calls
+//!    [`WaitQueue::park`] with its own [`Node`]. A fiber's "granted" flag
+//!    is intrusive (`Task::wait_signalled`; a fiber waits in one queue at a
+//!    time), so a fiber's wait allocates nothing, and the entry's task
+//!    reference is the one the grant pushes to a run queue (issue 15: no
+//!    `Arc<Node>`, two reference counts per wait instead of seven).
 //! 2. *Grant.* A releaser, under the lock, pops the first entry (FIFO) and
 //!    hands it whatever it waited for (the mutex stays locked and changes
-//!    owner; a permit; a taken value), then calls [`Node::signal`] and, after
-//!    dropping the lock, [`Node::wake`]. **Being popped is being granted**:
+//!    owner; a permit; a taken value), then calls [`Waker::signal`] and, after
+//!    dropping the lock, [`Waker::wake`]. **Being popped is being granted**:
 //!    the signal flag only lets the waiter notice without taking the lock.
+//!    After the lock is dropped the granter touches only what its entry
+//!    owns: the waiter may already have seen its flag and moved on.
 //! 3. *Park.* `park` loops on the flag around `park_caller` (which may
 //!    return spuriously, and keeps a token when the wake-up comes before the
 //!    park, like `std::thread::park`), so no wake-up is lost between step 1
@@ -39,38 +46,107 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
 use std::time::Instant;
 
-use crate::fiber::packet::{park_caller, park_caller_until, Waiter};
-use crate::fiber::task::wait_kind;
+use crate::fiber::packet::{park_caller, park_caller_until};
+use crate::fiber::task::{wait_kind, Task, TaskRef};
+use crate::loom::thread::Thread;
+use crate::runtime::shared::Shared;
 
-/// One parked caller.
+/// The waiter's own handle on its wait: where it reads "granted".
+///
+/// A fiber's flag is intrusive, in its own `Task` (`Task::wait_signalled`;
+/// a fiber waits in one queue at a time), so a wait allocates nothing; the
+/// raw pointer is the running fiber's own task, alive while it runs. A
+/// plain thread gets a small shared flag.
 pub(crate) struct Node {
+    kind: NodeKind,
+}
+
+enum NodeKind {
+    Fiber(*const Task),
+    Thread(Arc<ThreadFlag>),
+}
+
+struct ThreadFlag {
     signalled: AtomicBool,
-    waiter: Waiter,
+    thread: Thread,
 }
 
 impl Node {
-    fn new() -> Arc<Node> {
-        Arc::new(Node { signalled: AtomicBool::new(false), waiter: Waiter::current() })
+    #[inline]
+    fn flag(&self) -> &AtomicBool {
+        match &self.kind {
+            // SAFETY: the pointer is the calling fiber's own task (set by
+            // `Inner::push` from the thread's current task), and only that
+            // fiber holds this `Node`: the task outlives its running fiber.
+            NodeKind::Fiber(t) => unsafe { &(**t).wait_signalled },
+            NodeKind::Thread(f) => &f.signalled,
+        }
     }
-    /// Mark as granted (the entry was popped under the queue lock).
-    pub(crate) fn signal(&self) {
-        self.signalled.store(true, Release);
-    }
+    /// Granted (the entry was popped under the queue lock).
+    #[inline]
     pub(crate) fn is_signalled(&self) -> bool {
-        self.signalled.load(Acquire)
+        self.flag().load(Acquire)
+    }
+}
+
+/// The granter's handle on a queued waiter: owned by its entry, so the
+/// granter can wake the waiter after dropping the lock without touching
+/// the waiter's memory (which may be gone once it saw its flag).
+pub(crate) struct Waker {
+    kind: WakerKind,
+}
+
+enum WakerKind {
+    /// The entry's own strong reference to the task is what `wake` pushes
+    /// to a run queue: no further reference counting on the hand-off.
+    Fiber { task: TaskRef, shared: Arc<Shared> },
+    Thread(Arc<ThreadFlag>),
+}
+
+impl Waker {
+    /// Mark as granted; call under the queue lock, after popping.
+    #[inline]
+    pub(crate) fn signal(&self) {
+        match &self.kind {
+            WakerKind::Fiber { task, .. } => task.wait_signalled.store(true, Release),
+            WakerKind::Thread(f) => f.signalled.store(true, Release),
+        }
     }
     /// Wake the waiter; call after dropping the queue lock.
-    pub(crate) fn wake(&self) {
-        match &self.waiter {
-            Waiter::Fiber { task, shared } => shared.wake(task.clone()),
-            Waiter::Thread(t) => t.unpark(),
+    #[inline]
+    pub(crate) fn wake(self) {
+        match self.kind {
+            WakerKind::Fiber { task, shared } => shared.wake(task),
+            WakerKind::Thread(f) => f.thread.unpark(),
         }
+    }
+    fn clone_ref(&self) -> Waker {
+        Waker {
+            kind: match &self.kind {
+                WakerKind::Fiber { task, shared } => WakerKind::Fiber { task: task.clone(), shared: shared.clone() },
+                WakerKind::Thread(f) => WakerKind::Thread(f.clone()),
+            },
+        }
+    }
+}
+
+/// The caller as a waiter: its own handle and the entry's. The flag is
+/// cleared here, under the queue lock (every write to it is under the lock
+/// of the queue the waiter is in).
+fn new_waiter() -> (Node, Waker) {
+    if let Some((task, shared)) = crate::fiber::current_task_and_shared() {
+        task.wait_signalled.store(false, Relaxed);
+        let node = Node { kind: NodeKind::Fiber(Arc::as_ptr(&task)) };
+        (node, Waker { kind: WakerKind::Fiber { task, shared } })
+    } else {
+        let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: crate::loom::thread::current() });
+        (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
     }
 }
 
 /// A queued waiter.
 pub(crate) struct Entry<P> {
-    pub(crate) node: Arc<Node>,
+    pub(crate) node: Waker,
     pub(crate) payload: P,
 }
 
@@ -96,11 +172,11 @@ struct Slot<P> {
 
 impl<S, P> Inner<S, P> {
     /// Queue the caller; returns what `park` needs.
-    pub(crate) fn push(&mut self, payload: P) -> (u64, Arc<Node>) {
+    pub(crate) fn push(&mut self, payload: P) -> (u64, Node) {
         let id = self.next_id;
         self.next_id += 1;
-        let node = Node::new();
-        self.waiters.push_back(Slot { id, entry: Some(Entry { node: node.clone(), payload }) });
+        let (node, waker) = new_waiter();
+        self.waiters.push_back(Slot { id, entry: Some(Entry { node: waker, payload }) });
         self.live += 1;
         (id, node)
     }
@@ -144,8 +220,8 @@ impl<S, P> Inner<S, P> {
         v
     }
     /// Wake every waiter without removing it (they re-check the state).
-    pub(crate) fn nodes(&self) -> Vec<Arc<Node>> {
-        self.waiters.iter().filter_map(|s| s.entry.as_ref().map(|e| e.node.clone())).collect()
+    pub(crate) fn nodes(&self) -> Vec<Waker> {
+        self.waiters.iter().filter_map(|s| s.entry.as_ref().map(|e| e.node.clone_ref())).collect()
     }
     fn remove(&mut self, id: u64) -> Option<Entry<P>> {
         let i = self.waiters.binary_search_by_key(&id, |s| s.id).ok()?;

@@ -26,6 +26,20 @@ use crate::runtime::shared::{Counters, Shared};
 /// fibers woken from other threads or yielded ones.
 const FAIRNESS_TICKS: u32 = 61;
 
+/// How long an idle worker keeps searching (counted in `num_searching`)
+/// before it parks. While one searches, pushers wake nobody.
+const SPIN_BUDGET: std::time::Duration = std::time::Duration::from_micros(25);
+/// Yields in a row (no park, no finish) timed together by `has_other_work`.
+const YIELD_STREAK: u32 = 16;
+/// Average time between yields from which yielding fibers count as
+/// parallel work that idle workers should take.
+const LONG_SLICE: std::time::Duration = std::time::Duration::from_micros(5);
+/// `spin_loop` hints between two steal passes of a searching worker.
+const SPIN_PAUSES: u32 = 64;
+/// How long a wake-slot entry must sit unchanged before a thief may take it
+/// (Go's `runnext` waits about 3 us).
+const SLOT_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
+
 /// Where the next fiber came from.
 enum Next {
     /// From a queue: a fiber still `QUEUED` (the run permission comes
@@ -82,6 +96,14 @@ pub(crate) struct WorkerLocal {
     busy: Cell<bool>,
     /// A work-first child to run before anything else.
     run_next: RefCell<Option<TaskRef>>,
+    /// Yields in a row on this worker without a park or a finish (while
+    /// some worker is idle), when the streak began, and whether the last
+    /// full streak had long slices (see `has_other_work`).
+    yield_streak: Cell<u32>,
+    streak_start: Cell<Instant>,
+    long_slices: Cell<bool>,
+    /// Per victim: the wake-slot generation first seen occupied, and when.
+    slot_seen: RefCell<Vec<Option<(usize, Instant)>>>,
 }
 
 impl WorkerLocal {
@@ -110,6 +132,10 @@ impl WorkerLocal {
             tick: Cell::new(0),
             busy: Cell::new(false),
             run_next: RefCell::new(None),
+            yield_streak: Cell::new(0),
+            streak_start: Cell::new(Instant::now()),
+            long_slices: Cell::new(false),
+            slot_seen: RefCell::new(Vec::new()),
         }
     }
 
@@ -204,6 +230,9 @@ impl WorkerLocal {
                 return Some(Next::Owned(t));
             }
         }
+        if let Some(t) = me.wake_slot.take() {
+            return Some(Next::Queued(Runnable::Task(t)));
+        }
         if let Some(t) = self.deque.pop() {
             return Some(Next::Queued(t));
         }
@@ -264,22 +293,64 @@ impl WorkerLocal {
         self.timers.borrow().peek().map(|Reverse(t)| t.deadline)
     }
 
-    /// Try the policy's victims in order; steal a chunk from the first that
-    /// has work, keep one to run.
+    /// Look for work elsewhere: steal passes over the policy's victims,
+    /// spinning for up to `SPIN_BUDGET` while counted as searching (so that
+    /// pushers need not wake a sleeper), then give up and let the caller
+    /// park. At most half the workers spin at once; the others make one
+    /// pass. Protocol: `runtime/README.md`.
     fn steal(&self) -> Option<Runnable> {
         let shared = &self.shared;
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
         }
         self.set_busy(false);
+        let others = shared.idle.begin_search();
+        let spin = 2 * others < shared.workers.len();
+        let mut start: Option<Instant> = None;
+        let found = loop {
+            if let Some(r) = self.steal_pass() {
+                break Some(r);
+            }
+            if !spin || shared.shutdown.load(Relaxed) {
+                break None;
+            }
+            let now = Instant::now();
+            match start {
+                None => start = Some(now),
+                Some(t0) if now.duration_since(t0) >= SPIN_BUDGET => break None,
+                Some(_) => {}
+            }
+            for _ in 0..SPIN_PAUSES {
+                std::hint::spin_loop();
+            }
+            // Work may have appeared at home while we spun.
+            let me = &shared.workers[self.index];
+            if !me.inbox.is_empty() || !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
+                break None;
+            }
+        };
+        shared.idle.end_search();
+        if found.is_some() {
+            self.set_busy(true);
+            // We may have taken more than we can run soon: if nobody else
+            // is searching, let a sleeper have a go at our deque.
+            if !self.deque.is_empty() {
+                shared.notify_idle();
+            }
+        }
+        found
+    }
+
+    /// One pass over the policy's victims; steal a chunk from the first
+    /// that has work, keep one to run.
+    fn steal_pass(&self) -> Option<Runnable> {
+        let shared = &self.shared;
         let mut thief = self.thief.borrow_mut();
         let mut victims = self.victims.borrow_mut();
-        shared.idle.begin_search();
         shared.sched.victims(self.index, &mut thief, &mut victims);
         let my_node = shared.node_of(self.index);
         let mut found = None;
         for &v in victims.iter() {
-            let vs = &shared.workers[v];
             let got = self.steal_from(v);
             let counters = self.counters();
             match got {
@@ -298,18 +369,7 @@ impl WorkerLocal {
                 None => {
                     Counters::bump(&counters.failed_steals, 1);
                     shared.sched.record_steal(self.index, &mut thief, v, false);
-                    let _ = vs;
                 }
-            }
-        }
-        shared.idle.end_search();
-        drop(thief);
-        if found.is_some() {
-            self.set_busy(true);
-            // We may have taken more than we can run soon: if nobody else
-            // is searching, let a sleeper have a go at our deque.
-            if !self.deque.is_empty() {
-                shared.notify_idle();
             }
         }
         found
@@ -343,7 +403,36 @@ impl WorkerLocal {
                 Steal::Retry => continue,
             }
         }
-        None
+        self.steal_wake_slot(v).map(|t| (Runnable::Task(t), 1))
+    }
+
+    /// Take worker `v`'s wake-slot entry once the same entry has been seen
+    /// there for `SLOT_GRACE` (its owner is stuck in one fiber); a fresh
+    /// entry is left to the owner, which runs it next.
+    fn steal_wake_slot(&self, v: usize) -> Option<TaskRef> {
+        let slot = &self.shared.workers[v].wake_slot;
+        let gen = slot.generation();
+        if !slot.is_occupied() {
+            return None;
+        }
+        let mut seen = self.slot_seen.borrow_mut();
+        if seen.len() <= v {
+            seen.resize(v + 1, None);
+        }
+        let now = Instant::now();
+        match seen[v] {
+            Some((g, t0)) if g == gen => {
+                if now.duration_since(t0) < SLOT_GRACE {
+                    return None;
+                }
+                seen[v] = None;
+                slot.steal()
+            }
+            _ => {
+                seen[v] = Some((gen, now));
+                None
+            }
+        }
     }
 
     fn run_runnable(&self, r: Runnable) {
@@ -419,9 +508,11 @@ impl WorkerLocal {
         Counters::bump(&self.counters().resumes, 1);
         match r {
             CoroutineResult::Yield(Suspend::Yield) => {
-                if task.pinned.is_none() && shared.has_idle_workers() {
-                    // Somebody is idle: requeue where thieves can see it
-                    // (the inbox), not in the private yield queue.
+                if task.pinned.is_none() && shared.has_idle_workers() && self.has_other_work() {
+                    // Somebody is idle and this worker has more to run than
+                    // this fiber: requeue where thieves can see it (the
+                    // inbox), not in the private yield queue. Otherwise it
+                    // stays here: it is what this worker runs next anyway.
                     task.transition_to_queued_after_yield();
                     shared.workers[self.index].inbox.push(Runnable::Task(task));
                     shared.notify_idle();
@@ -436,6 +527,7 @@ impl WorkerLocal {
                 shared.notify_idle();
             }
             CoroutineResult::Yield(Suspend::Park) => {
+                self.end_yield_streak();
                 // SAFETY: still our permission; the fiber is suspended.
                 let body = unsafe { task.body() };
                 if !body.registered {
@@ -449,6 +541,7 @@ impl WorkerLocal {
                 }
             }
             CoroutineResult::Return(()) => {
+                self.end_yield_streak();
                 // SAFETY: as above.
                 let coro = unsafe { task.body() }.coro.take().expect("it just returned");
                 let stack = coro.into_stack();
@@ -504,10 +597,45 @@ impl WorkerLocal {
         );
     }
 
+    /// This worker has runnable fibers besides the one that just yielded.
+    /// Fibers in the private yield queue count only when the recent yields
+    /// came after long slices (on average `LONG_SLICE` or more over the
+    /// last `YIELD_STREAK` yields without a park or a finish, timed once
+    /// per streak): fibers that yield to each other while handing work back
+    /// and forth (a channel's receive spin) stay on one core, fibers that
+    /// compute and yield spread to idle workers.
+    #[inline]
+    fn has_other_work(&self) -> bool {
+        let me = &self.shared.workers[self.index];
+        if !self.deque.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
+            return true;
+        }
+        let streak = self.yield_streak.get() + 1;
+        if streak == 1 {
+            self.streak_start.set(Instant::now());
+        }
+        if streak >= YIELD_STREAK {
+            let spent = self.streak_start.get().elapsed();
+            self.long_slices.set(spent >= LONG_SLICE * YIELD_STREAK);
+            self.yield_streak.set(0);
+        } else {
+            self.yield_streak.set(streak);
+        }
+        self.long_slices.get() && !self.yielded.borrow().is_empty()
+    }
+
+    /// A park or a finish ends a streak of yields.
+    #[inline]
+    fn end_yield_streak(&self) {
+        self.yield_streak.set(0);
+        self.long_slices.set(false);
+    }
+
     fn has_visible_work(&self) -> bool {
         let shared = &self.shared;
         let me = &shared.workers[self.index];
         if !self.deque.is_empty()
+            || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
             || !self.yielded.borrow().is_empty()
@@ -537,6 +665,9 @@ impl WorkerLocal {
             me.inbox.push(Runnable::Task(t));
         }
         if let Some(t) = self.run_next.borrow_mut().take() {
+            me.inbox.push(Runnable::Task(t));
+        }
+        if let Some(t) = me.wake_slot.take() {
             me.inbox.push(Runnable::Task(t));
         }
         while let Some(t) = self.pop_starved() {

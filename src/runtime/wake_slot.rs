@@ -1,0 +1,86 @@
+//! The wake slot: one fiber per worker that was just made runnable on that
+//! worker (woken by, or spawned from, the fiber it runs), to be run by the
+//! worker as soon as its current fiber gives control back (Go's `runnext`,
+//! tokio's LIFO slot). The protocol is in `README.md` beside this file.
+//!
+//! The slot holds one `Arc<T>` (a `TaskRef` in the runtime) as a raw
+//! pointer. Only the owning worker thread [`put`](WakeSlot::put)s; the owner
+//! [`take`](WakeSlot::take)s and thieves [`steal`](WakeSlot::steal) with an
+//! atomic swap, so exactly one party gets each entry, and the entry's run
+//! permission travels with it (`AcqRel` on every swap). Thieves take an
+//! entry only once it has sat in the slot for a grace period: the
+//! [`generation`](WakeSlot::generation) (bumped by every `put`) lets a thief
+//! tell "the same entry as before" from "a fresh one".
+
+use std::sync::Arc;
+
+use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
+
+/// One slot (see the module docs).
+pub(crate) struct WakeSlot<T> {
+    ptr: AtomicPtr<T>,
+    /// Number of `put`s so far (written by the owner only; relaxed).
+    gen: AtomicUsize,
+}
+
+// SAFETY: the slot owns at most one `Arc<T>`; moving it between threads is
+// moving that `Arc`, which needs `T: Send + Sync`.
+unsafe impl<T: Send + Sync> Send for WakeSlot<T> {}
+// SAFETY: every access to the pointer is an atomic swap or load, and each
+// non-null value is taken out by exactly one swap (see `put`/`take`/`steal`).
+unsafe impl<T: Send + Sync> Sync for WakeSlot<T> {}
+
+impl<T> WakeSlot<T> {
+    pub(crate) fn new() -> WakeSlot<T> {
+        WakeSlot { ptr: AtomicPtr::new(std::ptr::null_mut()), gen: AtomicUsize::new(0) }
+    }
+
+    /// Owner only: put `t` in the slot and return the previous entry (the
+    /// caller queues it where thieves see it, and may wake a worker).
+    ///
+    /// `SeqCst`, so that a later `SeqCst` read of the idle counters by the
+    /// pusher is ordered against a sleeper's announcement (`runtime::idle`).
+    #[inline]
+    pub(crate) fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
+        self.gen.store(self.gen.load(Relaxed).wrapping_add(1), Relaxed);
+        let p = self.ptr.swap(Arc::into_raw(t) as *mut T, SeqCst);
+        // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
+        // in `put`, and this swap took it out: we own that reference now.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    /// Owner: take the entry, if any.
+    #[inline]
+    pub(crate) fn take(&self) -> Option<Arc<T>> {
+        if self.ptr.load(Relaxed).is_null() {
+            return None;
+        }
+        self.steal()
+    }
+
+    /// Anyone: take the entry, if any (thieves call this only after the
+    /// grace period; see the module docs).
+    pub(crate) fn steal(&self) -> Option<Arc<T>> {
+        let p = self.ptr.swap(std::ptr::null_mut(), AcqRel);
+        // SAFETY: as in `put`: the swap took the only copy of this pointer.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    /// An entry is in the slot now (a hint unless the caller is the owner).
+    #[inline]
+    pub(crate) fn is_occupied(&self) -> bool {
+        !self.ptr.load(Acquire).is_null()
+    }
+
+    /// How many entries were ever put (changes with every `put`).
+    #[inline]
+    pub(crate) fn generation(&self) -> usize {
+        self.gen.load(Relaxed)
+    }
+}
+
+impl<T> Drop for WakeSlot<T> {
+    fn drop(&mut self) {
+        drop(self.steal());
+    }
+}
