@@ -87,6 +87,8 @@ pub mod fiber;
 pub(crate) mod loom;
 pub mod graph;
 pub mod policy;
+pub mod net;
+pub(crate) mod reactor;
 pub mod runtime;
 pub mod sim;
 pub mod sync;

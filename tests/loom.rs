@@ -732,3 +732,85 @@ fn latch_cancel_vs_wait() {
         drain.join().unwrap();
     });
 }
+
+// ---------------------------------------------------------------------
+// Reactor: the driver hand-off (src/reactor/README.md)
+// ---------------------------------------------------------------------
+
+use numafiber::__loom::ReactorSet;
+
+/// One worker's loop with the reactor: run the queued item if any, else
+/// park (driving the stand-in epoll when it gets the gate). Running the
+/// socket's fiber or the pushed item counts in `ran`; after `total`, the
+/// runner shuts the runtime down (so every thread ends unless a wake-up
+/// or readiness was lost, which loom reports as a deadlock).
+fn reactor_worker(set: &ReactorSet, me: usize, inbox: &AtomicUsize, ran: &AtomicUsize, total: usize) {
+    loop {
+        if set.is_shutdown() {
+            return;
+        }
+        if inbox.load(SeqCst) > 0 && inbox.fetch_sub(1, SeqCst) > 0 {
+            if ran.fetch_add(1, SeqCst) + 1 == total {
+                set.shutdown();
+            }
+            continue;
+        }
+        if set.park_idle(me, || inbox.load(SeqCst) > 0) {
+            // The fiber parked on the socket is ready: it runs here.
+            if ran.fetch_add(1, SeqCst) + 1 == total {
+                set.shutdown();
+            }
+        }
+    }
+}
+
+/// A foreign thread pushes work to worker 0 and claims it while worker 0
+/// becomes the driver and blocks in the poll; a peer makes a socket ready.
+/// The claim must reach the worker in `epoll_wait` (through the waker) and
+/// the readiness must be polled: both items run.
+#[test]
+fn reactor_claim_vs_poll() {
+    check("reactor_claim_vs_poll (1 worker in epoll, foreign pusher, peer)", Some(3), || {
+        let set = Arc::new(ReactorSet::new(1));
+        let inbox = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (s, i, r) = (set.clone(), inbox.clone(), ran.clone());
+        let w = thread::spawn(move || reactor_worker(&s, 0, &i, &r, 2));
+        let (s, i) = (set.clone(), inbox.clone());
+        let pusher = thread::spawn(move || {
+            i.fetch_add(1, SeqCst);
+            s.notify_worker(0, false);
+        });
+        set.socket_ready();
+        pusher.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(ran.load(SeqCst), 2);
+        assert_eq!(set.num_sleeping(), 0);
+    });
+}
+
+/// Worker 1 is busy and does one periodic poll (holding the gate) while
+/// worker 0 goes idle and may find the gate taken; then worker 1 stays
+/// busy forever (its thread ends). A peer makes the socket ready at any
+/// point. Someone must poll it: worker 1's poll, or worker 0 as the driver,
+/// handed the role by worker 1's `leave` if it found the gate taken.
+#[test]
+fn reactor_busy_poll_vs_idle() {
+    check("reactor_busy_poll_vs_idle (idle driver vs busy poller, peer)", Some(3), || {
+        let set = Arc::new(ReactorSet::new(2));
+        let inbox = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (s, i, r) = (set.clone(), inbox.clone(), ran.clone());
+        let w0 = thread::spawn(move || reactor_worker(&s, 0, &i, &r, 1));
+        let (s, r) = (set.clone(), ran.clone());
+        let w1 = thread::spawn(move || {
+            if s.poll_busy(1) && r.fetch_add(1, SeqCst) + 1 == 1 {
+                s.shutdown();
+            }
+        });
+        set.socket_ready();
+        w1.join().unwrap();
+        w0.join().unwrap();
+        assert_eq!(ran.load(SeqCst), 1);
+    });
+}

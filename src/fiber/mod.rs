@@ -57,6 +57,7 @@
 //! `stack_size` from [`MIN_STACK_SIZE`] (16 KiB) up to [`MAX_STACK_SIZE`]
 //! works; the runtime's panic report runs on a side stack of the worker.
 
+mod blocking;
 pub(crate) mod job;
 pub(crate) mod overflow;
 pub(crate) mod packet;
@@ -71,6 +72,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};

@@ -127,6 +127,11 @@ pub(crate) mod wait_kind {
     pub(crate) const CHAN_SEND: u8 = 11;
     pub(crate) const JOIN_ANY: u8 = 12;
     pub(crate) const SCOPE: u8 = 13;
+    /// Socket readiness (`crate::net`): woken from outside the runtime (a
+    /// peer), so never part of a deadlock; `describe` gives `None`.
+    pub(crate) const IO: u8 = 14;
+    /// A `spawn_blocking` call on a helper thread: same as `IO`.
+    pub(crate) const BLOCKING: u8 = 15;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -144,6 +149,8 @@ pub(crate) mod wait_kind {
             EVENT => format!("Event wait {obj:#x}"),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
+            // IO, BLOCKING: an outside party (a peer, a helper thread)
+            // wakes the fiber: not a deadlock.
             _ => return None,
         })
     }

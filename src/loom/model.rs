@@ -238,6 +238,222 @@ impl ForkJobRef {
     }
 }
 
+// ----- reactor driver hand-off (reactor/driver.rs) -----
+
+use crate::reactor::driver::{self, Backend, Gate, PollFlag};
+
+/// `mio::Poll` stand-in: an event queue with a waker, blocking on a loom
+/// condvar. `io` is a socket's queued readiness; `waker` the eventfd.
+struct FakeEpoll {
+    state: ::loom::sync::Mutex<(bool, bool)>,
+    cv: ::loom::sync::Condvar,
+}
+
+impl FakeEpoll {
+    /// `epoll_wait` without timeout: block until an event; whether it was
+    /// the socket (consumed) rather than only the waker.
+    fn wait(&self) -> bool {
+        let mut g = self.state.lock().unwrap();
+        while !g.0 && !g.1 {
+            g = self.cv.wait(g).unwrap();
+        }
+        let io = g.0;
+        *g = (false, false);
+        io
+    }
+    fn try_take(&self) -> bool {
+        let mut g = self.state.lock().unwrap();
+        let io = g.0;
+        *g = (false, false);
+        io
+    }
+    fn post(&self, io: bool) {
+        let mut g = self.state.lock().unwrap();
+        if io {
+            g.0 = true;
+        } else {
+            g.1 = true;
+        }
+        self.cv.notify_all();
+    }
+}
+
+/// A thread's park token (`thread::park`/`unpark` semantics) on a loom
+/// condvar: loom's own `unpark` may also release a thread blocked in a
+/// condvar wait, which would mix the futex token with the fake epoll.
+struct Futex {
+    token: ::loom::sync::Mutex<bool>,
+    cv: ::loom::sync::Condvar,
+}
+
+impl Futex {
+    fn park(&self) {
+        let mut g = self.token.lock().unwrap();
+        while !*g {
+            g = self.cv.wait(g).unwrap();
+        }
+        *g = false;
+    }
+    fn unpark(&self) {
+        *self.token.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+struct ReactorWorker {
+    sleeper: Sleeper,
+    flag: PollFlag,
+    futex: Futex,
+}
+
+struct ReactorWorkers {
+    ws: Box<[ReactorWorker]>,
+    epoll: FakeEpoll,
+}
+
+impl Sleepers for ReactorWorkers {
+    fn count(&self) -> usize {
+        self.ws.len()
+    }
+    fn sleeper(&self, i: usize) -> &Sleeper {
+        &self.ws[i].sleeper
+    }
+    /// `[WorkerShared]::unpark`: the futex token, then the reactor's
+    /// waker if the worker is in the poll (`reactor::unpark_poller`).
+    fn unpark(&self, i: usize) {
+        self.ws[i].futex.unpark();
+        if self.ws[i].flag.in_poll() {
+            self.epoll.post(false);
+        }
+    }
+}
+
+/// The idle protocol, the driver gate and per-worker poll flags of one
+/// runtime, around a stand-in epoll (`reactor::park_worker` with loom
+/// types). The real `Idle::sleep`, `driver::park_step`, `driver::poll_busy`,
+/// `Gate`, `PollFlag` run unchanged.
+pub struct ReactorSet {
+    idle: Idle,
+    gate: Gate,
+    workers: ReactorWorkers,
+    shutdown: crate::loom::sync::atomic::AtomicBool,
+}
+
+struct ModelBackend<'a> {
+    set: &'a ReactorSet,
+    me: usize,
+}
+
+impl Backend for ModelBackend<'_> {
+    fn poll(&self) -> bool {
+        self.set.workers.epoll.wait()
+    }
+    fn poll_now(&self) -> bool {
+        self.set.workers.epoll.try_take()
+    }
+    fn park_thread(&self) {
+        self.set.workers.ws[self.me].futex.park();
+    }
+    fn must_leave(&self) -> bool {
+        self.set.shutdown.load(crate::loom::sync::atomic::Ordering::SeqCst)
+    }
+    fn hand_off(&self) {
+        let n = self.set.workers.ws.len();
+        for k in 1..n {
+            let t = (self.me + k) % n;
+            if self.set.workers.ws[t].sleeper.is_sleeping() && self.set.idle.claim(&self.set.workers, t) {
+                return;
+            }
+        }
+    }
+}
+
+impl ReactorSet {
+    pub fn new(workers: usize) -> ReactorSet {
+        ReactorSet {
+            idle: Idle::new(),
+            gate: Gate::new(),
+            workers: ReactorWorkers {
+                ws: (0..workers)
+                    .map(|_| ReactorWorker {
+                        sleeper: Sleeper::new(),
+                        flag: PollFlag::new(),
+                        futex: Futex { token: ::loom::sync::Mutex::new(false), cv: ::loom::sync::Condvar::new() },
+                    })
+                    .collect(),
+                epoll: FakeEpoll { state: ::loom::sync::Mutex::new((false, false)), cv: ::loom::sync::Condvar::new() },
+            },
+            shutdown: crate::loom::sync::atomic::AtomicBool::new(false),
+        }
+    }
+    /// `Worker::park_idle` with the reactor: returns whether the poll made
+    /// the fiber parked on the socket ready (the worker then runs it).
+    pub fn park_idle(&self, i: usize, has_work: impl FnOnce() -> bool) -> bool {
+        let ready = std::cell::Cell::new(false);
+        let b = ModelBackend { set: self, me: i };
+        let w = &self.workers.ws[i];
+        self.idle.sleep(&w.sleeper, || has_work() || self.is_shutdown(), || {
+            if self.is_shutdown() {
+                return false;
+            }
+            let polled_ready = std::cell::Cell::new(false);
+            let go_on = driver::park_step(&self.gate, &w.flag, &w.sleeper, true, &RecordReady(&b, &polled_ready));
+            if polled_ready.get() {
+                ready.set(true);
+            }
+            go_on
+        });
+        ready.get()
+    }
+    /// `reactor::poll_busy`: whether it made the socket's fiber ready.
+    pub fn poll_busy(&self, i: usize) -> bool {
+        driver::poll_busy(&self.gate, &ModelBackend { set: self, me: i })
+    }
+    /// A peer makes the socket ready (the kernel queues the edge and wakes
+    /// a poller, if any).
+    pub fn socket_ready(&self) {
+        self.workers.epoll.post(true);
+    }
+    /// `Shared::notify_worker`.
+    pub fn notify_worker(&self, target: usize, steals: bool) {
+        self.idle.notify_worker(&self.workers, target, steals)
+    }
+    /// Shutdown: flag, fence, then `wake_all` (`Runtime::shutdown_inner`).
+    pub fn shutdown(&self) {
+        self.shutdown.store(true, crate::loom::sync::atomic::Ordering::SeqCst);
+        crate::loom::sync::atomic::fence(crate::loom::sync::atomic::Ordering::SeqCst);
+        self.idle.wake_all(&self.workers);
+    }
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown.load(crate::loom::sync::atomic::Ordering::SeqCst)
+    }
+    pub fn num_sleeping(&self) -> usize {
+        self.idle.num_sleeping()
+    }
+}
+
+/// Forwards to the backend and records whether `poll` made fibers ready.
+struct RecordReady<'a, B>(&'a B, &'a std::cell::Cell<bool>);
+
+impl<B: Backend> Backend for RecordReady<'_, B> {
+    fn poll(&self) -> bool {
+        let r = self.0.poll();
+        if r {
+            self.1.set(true);
+        }
+        r
+    }
+    fn poll_now(&self) -> bool {
+        self.0.poll_now()
+    }
+    fn park_thread(&self) {
+        self.0.park_thread()
+    }
+    fn must_leave(&self) -> bool {
+        self.0.must_leave()
+    }
+    fn hand_off(&self) {
+        self.0.hand_off()
 // ----- wake slot -----
 
 /// `runtime::wake_slot::WakeSlot`: the per-worker slot of the fiber made

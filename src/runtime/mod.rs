@@ -296,6 +296,8 @@ impl Builder {
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
                 timers: Default::default(),
+                poll_flag: crate::reactor::driver::PollFlag::new(),
+                reactor_waker: OnceLock::new(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -583,10 +585,17 @@ impl Runtime {
             let threads = std::mem::take(&mut self.threads);
             *self.shared.finisher.lock().unwrap_or_else(|e| e.into_inner()) = Some(threads);
             self.shared.shutdown.store(true, SeqCst);
+            std::sync::atomic::fence(SeqCst); // as below
             self.shared.wake_all();
             return;
         }
         self.shared.shutdown.store(true, SeqCst);
+        // Pairs with the sleeper's fence (announce, fence, re-check the
+        // flag): a worker that announces itself after `wake_all` read its
+        // flag sees `shutdown`. Needed since an idle worker may block in
+        // the reactor's `epoll_wait`, where the futex token `wake_all`
+        // leaves does not reach it (loom model `reactor_busy_poll_vs_idle`).
+        std::sync::atomic::fence(SeqCst);
         self.shared.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

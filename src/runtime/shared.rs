@@ -42,6 +42,8 @@ use crate::fiber::job::Runnable;
 use crate::fiber::stack::{StackMode, Stacks};
 use crate::fiber::task::{Task, TaskRef};
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
+use crate::reactor::driver::PollFlag;
+use crate::reactor::Reactor;
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
 use crate::runtime::wake_slot::WakeSlot;
 use crate::topology::{Topology, WorkerSlot};
@@ -90,6 +92,10 @@ pub(crate) struct WorkerShared {
     /// Timers armed on this worker and not fired yet (deadlock detector:
     /// a pending timer may still wake a fiber). Written by the worker only.
     pub(crate) timers: AtomicUsize,
+    /// Set while the worker blocks in the reactor's poll (`reactor::driver`).
+    pub(crate) poll_flag: PollFlag,
+    /// The reactor this worker has driven (so `unpark` can reach its waker).
+    pub(crate) reactor_waker: OnceLock<Arc<Reactor>>,
 }
 
 impl WorkerShared {
@@ -116,6 +122,8 @@ impl Sleepers for [WorkerShared] {
         if let Some(th) = self[i].thread.get() {
             th.unpark();
         }
+        // A worker sleeping in `epoll_wait` instead of its futex.
+        crate::reactor::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
     }
 }
 
@@ -185,6 +193,10 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
+    /// The I/O reactor, created by the first socket a fiber of this runtime
+    /// waits on (`crate::reactor`).
+    pub(crate) reactor: OnceLock<Arc<Reactor>>,
+    pub(crate) reactor_init: Mutex<()>,
     /// Worker threads left to join when the runtime was dropped inside one
     /// of its own fibers: the first worker to leave its loop takes them,
     /// joins the others and drains (`runtime`, shutdown step 0).
@@ -223,6 +235,8 @@ impl Shared {
             stack_mode,
             stacks: Stacks::new(stack_mode, nworkers),
             deadlock_detection: AtomicBool::new(true),
+            reactor: OnceLock::new(),
+            reactor_init: Mutex::new(()),
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
         }

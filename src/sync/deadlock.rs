@@ -9,6 +9,7 @@
 //! 3. every worker is asleep, every deque and inbox is empty, and no worker
 //!    has a pending timer (a timer could still wake a fiber: `sleep`, a
 //!    `recv_timeout`...);
+//!    No fiber waits on a socket (`crate::net`: a peer may wake it).
 //! 4. no fiber was resumed or parked since the previous poll (the sum of
 //!    the workers' `resumes + parks` counters is unchanged).
 //!
@@ -76,6 +77,10 @@ fn quiescent(shared: &Shared, root: &TaskRef) -> Option<u64> {
         return None;
     }
     if shared.idle.num_sleeping() != shared.workers.len() {
+        return None;
+    }
+    // Fibers waiting on sockets: a peer may wake them (`crate::reactor`).
+    if shared.reactor.get().is_some_and(|r| r.waiting() != 0) {
         return None;
     }
     let mut progress = 0u64;

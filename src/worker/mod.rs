@@ -96,6 +96,10 @@ pub(crate) struct WorkerLocal {
     busy: Cell<bool>,
     /// A work-first child to run before anything else.
     run_next: RefCell<Option<TaskRef>>,
+    /// Loop iterations until the next non-blocking reactor poll.
+    io_tick: Cell<u32>,
+    /// Fibers the reactor made ready while this worker drove it.
+    io_ready: RefCell<Vec<TaskRef>>,
     /// Yields in a row on this worker without a park or a finish (while
     /// some worker is idle), when the streak began, and whether the last
     /// full streak had long slices (see `has_other_work`).
@@ -132,6 +136,8 @@ impl WorkerLocal {
             tick: Cell::new(0),
             busy: Cell::new(false),
             run_next: RefCell::new(None),
+            io_tick: Cell::new(0),
+            io_ready: RefCell::new(Vec::new()),
             yield_streak: Cell::new(0),
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
@@ -178,6 +184,7 @@ impl WorkerLocal {
                 break;
             }
             self.fire_timers();
+            self.poll_reactor_if_due();
             match self.next_local() {
                 Some(Next::Queued(r)) => {
                     self.set_busy(true);
@@ -559,8 +566,24 @@ impl WorkerLocal {
         }
     }
 
+    /// Every `BUSY_POLL_TICKS` iterations, poll the reactor without
+    /// blocking if fibers wait on sockets (a runtime whose workers never go
+    /// idle must still see readiness).
+    #[inline]
+    fn poll_reactor_if_due(&self) {
+        let t = self.io_tick.get() + 1;
+        if t < crate::reactor::BUSY_POLL_TICKS {
+            self.io_tick.set(t);
+            return;
+        }
+        self.io_tick.set(0);
+        crate::reactor::poll_busy(&self.shared, self.index);
+    }
+
     /// Sleep until work may be there (protocol in `runtime::idle` and
-    /// `runtime::shared`).
+    /// `runtime::shared`): on the thread's futex, or in the reactor's
+    /// `epoll_wait` if this worker is the driver (`reactor/README.md`);
+    /// either way no longer than the next timer.
     fn park_idle(&self) {
         let shared = &self.shared;
         let me = &shared.workers[self.index];
@@ -575,6 +598,7 @@ impl WorkerLocal {
         if released {
             shared.notify_stack_freed();
         }
+        let mut ready = std::mem::take(&mut *self.io_ready.borrow_mut());
         shared.idle.sleep(
             &me.sleeper,
             || self.has_visible_work() || shared.shutdown.load(SeqCst),
@@ -582,19 +606,15 @@ impl WorkerLocal {
                 if shared.shutdown.load(SeqCst) {
                     return false;
                 }
-                match self.next_deadline() {
-                    Some(d) => {
-                        let now = Instant::now();
-                        if d <= now {
-                            return false;
-                        }
-                        std::thread::park_timeout(d - now);
-                    }
-                    None => std::thread::park(),
-                }
-                true
+                crate::reactor::park_worker(shared, self.index, self.next_deadline(), &mut ready)
             },
         );
+        // Withdrawn from the sleepers now: wake the fibers whose sockets
+        // became ready (onto this worker's deque).
+        for t in ready.drain(..) {
+            shared.wake(t);
+        }
+        *self.io_ready.borrow_mut() = ready;
     }
 
     /// This worker has runnable fibers besides the one that just yielded.

@@ -1,0 +1,244 @@
+//! One non-blocking socket and the blocking-style wait around its syscalls:
+//! park the fiber on the reactor, or `poll(2)` the thread.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::event::Source;
+
+use crate::fiber::task::wait_kind;
+use crate::reactor::{Dir, Reactor, Registration};
+use crate::runtime::shared::Shared;
+use crate::worker::tls;
+
+/// A mio socket, its reactor registration (made the first time a fiber
+/// has to wait on it) and its timeouts (shared by `try_clone`s, as the
+/// kernel's `SO_RCVTIMEO` is shared by dup'ed fds).
+pub(crate) struct IoSource<S: Source + AsRawFd> {
+    sock: S,
+    reg: OnceLock<Registration>,
+    reg_init: Mutex<()>,
+    /// Nanoseconds; 0 is "no timeout".
+    timeouts: [AtomicU64; 2],
+}
+
+impl<S: Source + AsRawFd> IoSource<S> {
+    pub(crate) fn new(sock: S) -> Arc<IoSource<S>> {
+        Arc::new(IoSource { sock, reg: OnceLock::new(), reg_init: Mutex::new(()), timeouts: Default::default() })
+    }
+
+    pub(crate) fn sock(&self) -> &S {
+        &self.sock
+    }
+
+    pub(crate) fn set_timeout(&self, d: Dir, t: Option<Duration>) -> io::Result<()> {
+        let nanos = match t {
+            None => 0,
+            Some(t) if t.is_zero() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "cannot set a 0 duration timeout (use None for no timeout)",
+                ))
+            }
+            Some(t) => u64::try_from(t.as_nanos()).unwrap_or(u64::MAX),
+        };
+        self.timeouts[d as usize].store(nanos, Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn timeout(&self, d: Dir) -> Option<Duration> {
+        match self.timeouts[d as usize].load(Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    /// Run the non-blocking `op` until it does not say `WouldBlock`,
+    /// waiting for readiness `d` in between, up to the direction's timeout.
+    pub(crate) fn do_io<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        let timeout = self.timeout(d);
+        self.do_io_until(d, timeout.and_then(|t| Instant::now().checked_add(t)), timeout, &mut op)
+    }
+
+    /// `do_io` with an explicit deadline (`None`: wait forever).
+    pub(crate) fn do_io_until<R>(
+        &self,
+        d: Dir,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+        op: &mut impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        // Fast path: just the syscall.
+        match op(&self.sock) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+        match crate::fiber::current_task_and_shared() {
+            Some((task, shared)) if !crate::fiber::current_cannot_suspend() => {
+                // `None`: registered with another runtime's reactor; block
+                // this worker thread instead (documented).
+                if let Some(reg) = self.registration(&shared)? {
+                    return self.fiber_loop(reg, &shared, &task, d, deadline, timeout, op);
+                }
+            }
+            Some(_) => {
+                return Err(io::Error::other(
+                    "numafiber::net: this fiber is being destroyed (runtime shutdown) or is unwinding a \
+                     panic, so it cannot wait for the socket",
+                ))
+            }
+            None => {}
+        }
+        self.thread_loop(d, deadline, timeout, op)
+    }
+
+    /// The registration with `shared`'s reactor (made now if needed), or
+    /// `None` if the socket belongs to another runtime's reactor.
+    fn registration(&self, shared: &Shared) -> io::Result<Option<&Registration>> {
+        let reactor = Reactor::of(shared)?;
+        let reg = match self.reg.get() {
+            Some(r) => r,
+            None => {
+                let _g = self.reg_init.lock().unwrap_or_else(|e| e.into_inner());
+                match self.reg.get() {
+                    Some(r) => r,
+                    None => {
+                        // mio's register takes `&mut`, but only reads the
+                        // fd: register through a by-fd source.
+                        let mut fd = mio::unix::SourceFd(&self.sock.as_raw_fd());
+                        let r = reactor.register(&mut fd)?;
+                        self.reg.get_or_init(|| r)
+                    }
+                }
+            }
+        };
+        Ok(Arc::ptr_eq(&reg.reactor, reactor).then_some(reg))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fiber_loop<R>(
+        &self,
+        reg: &Registration,
+        shared: &Arc<Shared>,
+        task: &crate::fiber::task::TaskRef,
+        d: Dir,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+        op: &mut impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let _ = shared;
+        loop {
+            let seen = reg.io.seq(d);
+            match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+            if let Some(dl) = deadline {
+                if Instant::now() >= dl {
+                    return Err(timed_out(d, timeout));
+                }
+            }
+            if !reg.io.add_waiter(&reg.reactor, d, seen, task) {
+                continue; // an event came in between: retry
+            }
+            if let Some(dl) = deadline {
+                let w = tls::worker_ptr();
+                // SAFETY: we run in a fiber of a runtime, so this thread's
+                // WORKER pointer is its live worker; no suspension happens
+                // while the reference is used.
+                unsafe { (*w).add_timer(dl, task.clone()) };
+            }
+            crate::fiber::set_wait_reason(wait_kind::IO, reg.io_addr());
+            crate::fiber::park_current();
+            crate::fiber::set_wait_reason(wait_kind::NONE, 0);
+            reg.io.remove_waiter(&reg.reactor, d, task);
+            if crate::fiber::current_cannot_suspend() {
+                return Err(io::Error::other(
+                    "numafiber::net: the runtime is shutting down (the fiber waiting on the socket is destroyed)",
+                ));
+            }
+        }
+    }
+
+    fn thread_loop<R>(
+        &self,
+        d: Dir,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+        op: &mut impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let fd = self.sock.as_raw_fd();
+        loop {
+            let ms = match deadline {
+                None => -1,
+                Some(dl) => {
+                    let now = Instant::now();
+                    if now >= dl {
+                        return Err(timed_out(d, timeout));
+                    }
+                    // Round up so we never wake before the deadline.
+                    let left = dl - now;
+                    i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+                }
+            };
+            poll_fd(fd, d, ms)?;
+            match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+impl<S: Source + AsRawFd> Drop for IoSource<S> {
+    fn drop(&mut self) {
+        if let Some(reg) = self.reg.get() {
+            reg.deregister(&mut mio::unix::SourceFd(&self.sock.as_raw_fd()));
+        }
+    }
+}
+
+impl<S: Source + AsRawFd> AsRawFd for IoSource<S> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+fn timed_out(d: Dir, t: Option<Duration>) -> io::Error {
+    let what = match d {
+        Dir::Read => "read",
+        Dir::Write => "write",
+    };
+    // std on Linux reports an expired SO_RCVTIMEO/SO_SNDTIMEO as EAGAIN,
+    // i.e. `WouldBlock`; keep that kind so code written against std works.
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        match t {
+            Some(t) => format!("{what} timed out after {t:?} (set_{what}_timeout)"),
+            None => format!("{what} timed out"),
+        },
+    )
+}
+
+/// Block the thread until `fd` is ready for `d` or `ms` milliseconds pass
+/// (-1: forever). A timeout returns `Ok` (the caller re-checks).
+fn poll_fd(fd: RawFd, d: Dir, ms: i32) -> io::Result<()> {
+    let events = match d {
+        Dir::Read => libc::POLLIN,
+        Dir::Write => libc::POLLOUT,
+    };
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: `p` is one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

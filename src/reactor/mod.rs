@@ -1,0 +1,342 @@
+//! The reactor: readiness of non-blocking sockets (mio, epoll on Linux)
+//! reaching the fibers parked on them.
+//!
+//! One reactor per runtime, created when the first socket is registered.
+//! It has no thread of its own: whichever worker goes idle first becomes
+//! the *driver* and sleeps in `epoll_wait` (with its next timer as the
+//! timeout) instead of on its futex; the other idle workers sleep on their
+//! futexes. A busy worker also polls without blocking every
+//! [`BUSY_POLL_TICKS`] loop iterations while fibers wait on sockets. The
+//! hand-off protocol (who drives, how a waker reaches a worker in
+//! `epoll_wait`, why no readiness and no wake-up is lost) is in `README.md`
+//! beside this file; its synchronisation is in [`driver`].
+//!
+//! Readiness per socket ([`ScheduledIo`]): a sequence number per direction
+//! and the fibers waiting for it, under one small mutex. An I/O call reads
+//! the sequence, tries the syscall, and on `WouldBlock` parks only if the
+//! sequence has not moved (an event in between means "retry"), so an edge
+//! of mio's edge-triggered readiness is never missed.
+
+pub(crate) mod driver;
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::event::Source;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+use crate::fiber::task::TaskRef;
+use crate::runtime::shared::Shared;
+
+use self::driver::{Gate, PollFlag};
+
+/// A busy worker polls the reactor (without blocking) every this many loop
+/// iterations while some fiber waits on a socket, so readiness is not
+/// starved by workers that never go idle.
+pub(crate) const BUSY_POLL_TICKS: u32 = 61;
+
+const WAKER_TOKEN: Token = Token(0);
+const EVENTS_CAPACITY: usize = 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A direction of readiness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Read,
+    Write,
+}
+
+#[derive(Default)]
+struct IoState {
+    /// Bumped by every readiness event of the direction.
+    seq: [u64; 2],
+    /// Fibers parked until the next event of the direction.
+    waiters: [Vec<TaskRef>; 2],
+}
+
+/// The readiness record of one registered socket.
+pub(crate) struct ScheduledIo {
+    state: Mutex<IoState>,
+}
+
+impl ScheduledIo {
+    /// The direction's event count (read before trying the syscall).
+    pub(crate) fn seq(&self, d: Dir) -> u64 {
+        lock(&self.state).seq[d as usize]
+    }
+
+    /// Register `task` as waiting for the next event of `d` unless one came
+    /// since `seen` (then return `false`: retry the syscall).
+    pub(crate) fn add_waiter(&self, reactor: &Reactor, d: Dir, seen: u64, task: &TaskRef) -> bool {
+        let mut s = lock(&self.state);
+        if s.seq[d as usize] != seen {
+            return false;
+        }
+        s.waiters[d as usize].push(task.clone());
+        reactor.waiting.fetch_add(1, SeqCst);
+        true
+    }
+
+    /// Take `task` out of the waiters of `d` if it is still there (woken by
+    /// a timer, or being unwound).
+    pub(crate) fn remove_waiter(&self, reactor: &Reactor, d: Dir, task: &TaskRef) {
+        let mut s = lock(&self.state);
+        let w = &mut s.waiters[d as usize];
+        if let Some(i) = w.iter().position(|t| Arc::ptr_eq(t, task)) {
+            w.swap_remove(i);
+            reactor.waiting.fetch_sub(1, SeqCst);
+        }
+    }
+
+    fn ready(&self, reactor: &Reactor, read: bool, write: bool, out: &mut Vec<TaskRef>) {
+        let mut s = lock(&self.state);
+        for (d, on) in [(Dir::Read, read), (Dir::Write, write)] {
+            if on {
+                s.seq[d as usize] += 1;
+                let n = s.waiters[d as usize].len();
+                if n != 0 {
+                    out.append(&mut s.waiters[d as usize]);
+                    reactor.waiting.fetch_sub(n, SeqCst);
+                }
+            }
+        }
+    }
+}
+
+struct PollState {
+    poll: Poll,
+    events: Events,
+}
+
+/// One runtime's reactor (see the module docs).
+pub(crate) struct Reactor {
+    gate: Gate,
+    poll: Mutex<PollState>,
+    /// A second handle on the epoll instance, for (de)registrations while
+    /// the driver blocks in the poll.
+    registry: Registry,
+    waker: Waker,
+    sources: Mutex<HashMap<usize, Arc<ScheduledIo>>>,
+    next_token: AtomicUsize,
+    /// Sockets registered now.
+    registered: AtomicUsize,
+    /// Fibers parked on readiness now (deadlock detector, busy polling).
+    waiting: AtomicUsize,
+}
+
+impl Reactor {
+    fn new() -> io::Result<Reactor> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = Waker::new(poll.registry(), WAKER_TOKEN)?;
+        Ok(Reactor {
+            gate: Gate::new(),
+            poll: Mutex::new(PollState { poll, events: Events::with_capacity(EVENTS_CAPACITY) }),
+            registry,
+            waker,
+            sources: Mutex::new(HashMap::new()),
+            next_token: AtomicUsize::new(1),
+            registered: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+        })
+    }
+
+    /// The runtime's reactor, created on first use.
+    pub(crate) fn of(shared: &Shared) -> io::Result<&Arc<Reactor>> {
+        if let Some(r) = shared.reactor.get() {
+            return Ok(r);
+        }
+        let _g = lock(&shared.reactor_init);
+        if let Some(r) = shared.reactor.get() {
+            return Ok(r);
+        }
+        let r = Arc::new(Reactor::new()?);
+        Ok(shared.reactor.get_or_init(|| r))
+    }
+
+    /// Register `src` for read and write readiness (edge-triggered, once
+    /// for the socket's life).
+    pub(crate) fn register(self: &Arc<Self>, src: &mut impl Source) -> io::Result<Registration> {
+        let token = self.next_token.fetch_add(1, Relaxed);
+        let io = Arc::new(ScheduledIo { state: Mutex::new(IoState::default()) });
+        lock(&self.sources).insert(token, io.clone());
+        if let Err(e) = self.registry.register(src, Token(token), Interest::READABLE | Interest::WRITABLE) {
+            lock(&self.sources).remove(&token);
+            return Err(e);
+        }
+        self.registered.fetch_add(1, SeqCst);
+        Ok(Registration { reactor: self.clone(), io, token })
+    }
+
+    /// Sockets registered now.
+    pub(crate) fn registered(&self) -> usize {
+        self.registered.load(SeqCst)
+    }
+
+    /// Fibers parked on socket readiness now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(SeqCst)
+    }
+
+    /// Poll once (the caller holds the gate) and collect the fibers whose
+    /// sockets became ready.
+    fn poll_once(&self, timeout: Option<Duration>, out: &mut Vec<TaskRef>) {
+        let mut g = lock(&self.poll);
+        let PollState { poll, events } = &mut *g;
+        if let Err(e) = poll.poll(events, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                // Nothing to recover: epoll_wait fails only on a bad fd or
+                // bad arguments; the next idle round polls again.
+                return;
+            }
+        }
+        let map = lock(&self.sources);
+        for ev in events.iter() {
+            if ev.token() == WAKER_TOKEN {
+                continue;
+            }
+            if let Some(io) = map.get(&ev.token().0) {
+                let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                let write = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+                io.ready(self, read, write, out);
+            }
+        }
+    }
+}
+
+/// A socket's registration; deregistered by [`Registration::deregister`]
+/// from the socket's `Drop` (which owns the mio source).
+pub(crate) struct Registration {
+    pub(crate) reactor: Arc<Reactor>,
+    pub(crate) io: Arc<ScheduledIo>,
+    token: usize,
+}
+
+impl Registration {
+    /// The readiness record's address (deadlock report).
+    pub(crate) fn io_addr(&self) -> u64 {
+        Arc::as_ptr(&self.io) as u64
+    }
+
+    /// Remove the socket from epoll and forget its readiness record.
+    pub(crate) fn deregister(&self, src: &mut impl Source) {
+        // Closing the fd would remove it from epoll too; deregistering
+        // first keeps a dup'ed fd (after `into_raw_fd` games) from firing.
+        let _ = self.reactor.registry.deregister(src);
+        lock(&self.reactor.sources).remove(&self.token);
+        self.reactor.registered.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The runtime's `driver::Backend`: mio, the worker's thread, its timer.
+struct RtBackend<'a> {
+    shared: &'a Shared,
+    reactor: Option<&'a Reactor>,
+    me: usize,
+    deadline: Option<Instant>,
+    ready: std::cell::RefCell<&'a mut Vec<TaskRef>>,
+}
+
+impl RtBackend<'_> {
+    fn timeout(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+impl driver::Backend for RtBackend<'_> {
+    fn poll(&self) -> bool {
+        let mut ready = self.ready.borrow_mut();
+        let before = ready.len();
+        if let Some(r) = self.reactor {
+            r.poll_once(self.timeout(), &mut ready);
+        }
+        ready.len() > before
+    }
+    fn poll_now(&self) -> bool {
+        let mut ready = self.ready.borrow_mut();
+        let before = ready.len();
+        if let Some(r) = self.reactor {
+            r.poll_once(Some(Duration::ZERO), &mut ready);
+        }
+        ready.len() > before
+    }
+    fn park_thread(&self) {
+        match self.timeout() {
+            Some(t) => std::thread::park_timeout(t),
+            None => std::thread::park(),
+        }
+    }
+    fn must_leave(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d) || self.shared.is_shutting_down()
+    }
+    fn hand_off(&self) {
+        hand_off(self.shared, self.me);
+    }
+}
+
+/// Worker side: the parking step of an idle worker (`Idle::sleep`'s `park`
+/// closure). Sleeps in the reactor if the runtime has sockets and nobody
+/// else drives, else on the thread's futex; up to `deadline` (the worker's
+/// next timer). Fibers made ready are appended to `ready` (the caller wakes
+/// them once it has withdrawn from the sleepers). Returns whether to go on
+/// waiting (`Idle::sleep`'s protocol).
+pub(crate) fn park_worker(shared: &Shared, me: usize, deadline: Option<Instant>, ready: &mut Vec<TaskRef>) -> bool {
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        return false;
+    }
+    let w = &shared.workers[me];
+    let reactor = shared.reactor.get().filter(|r| r.registered() > 0);
+    if let Some(r) = reactor {
+        let _ = w.reactor_waker.set(r.clone());
+    }
+    let b = RtBackend { shared, reactor: reactor.map(|r| &**r), me, deadline, ready: std::cell::RefCell::new(ready) };
+    let gate = match reactor {
+        Some(r) => &r.gate,
+        None => return driver::park_step(&Gate::new(), &w.poll_flag, &w.sleeper, false, &b),
+    };
+    driver::park_step(gate, &w.poll_flag, &w.sleeper, true, &b)
+}
+
+/// Busy side: poll without blocking if fibers wait on sockets and nobody
+/// drives; wake the fibers made ready (onto this worker's deque).
+pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
+    let Some(r) = shared.reactor.get() else { return };
+    if r.waiting() == 0 {
+        return;
+    }
+    let mut ready = Vec::new();
+    let b = RtBackend { shared, reactor: Some(r), me, deadline: None, ready: std::cell::RefCell::new(&mut ready) };
+    driver::poll_busy(&r.gate, &b);
+    for t in ready {
+        shared.wake(t);
+    }
+}
+
+/// The driver left: wake one sleeping worker other than `me`, so that
+/// someone goes back to the reactor (it becomes the driver when it finds
+/// no work).
+fn hand_off(shared: &Shared, me: usize) {
+    let n = shared.workers.len();
+    for k in 1..n {
+        let t = (me + k) % n;
+        if shared.workers[t].sleeper.is_sleeping() && shared.idle.claim(&*shared.workers, t) {
+            return;
+        }
+    }
+}
+
+/// The unpark half for a worker that may be in `epoll_wait`: called by
+/// `Sleepers::unpark` after the thread's own `unpark`.
+pub(crate) fn unpark_poller(flag: &PollFlag, reactor: &OnceLock<Arc<Reactor>>) {
+    if flag.in_poll() {
+        if let Some(r) = reactor.get() {
+            let _ = r.waker.wake();
+        }
+    }
+}
