@@ -341,8 +341,25 @@ impl JoinError {
             _ => None,
         }
     }
-    /// Re-raise: resume the panic, or panic with the cancellation message.
-    pub(crate) fn resume(self) -> ! {
+    /// Re-raise the fiber's failure in the caller (C++: rethrowing the
+    /// exception a task stored): resume the fiber's panic with its original
+    /// payload, or panic with this error's message when the fiber was
+    /// cancelled or never ran.
+    ///
+    /// # Panics
+    /// Always; that is its purpose.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let caught = rt.block_on(|| {
+    ///     let e = fiber::spawn(|| -> u32 { std::panic::panic_any(7u32) }).join().unwrap_err();
+    ///     // Re-raise in this fiber, catch it one level up.
+    ///     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.resume())).unwrap_err()
+    /// });
+    /// assert_eq!(caught.downcast_ref::<u32>(), Some(&7));
+    /// ```
+    pub fn resume(self) -> ! {
         match self.repr {
             JoinRepr::Panicked(p) => std::panic::resume_unwind(p),
             _ => panic!("{self}"),

@@ -31,10 +31,14 @@
 //!   [`Runtime::block_on`], [`Runtime::spawn`], [`Runtime::stats`], shutdown
 //!   on drop.
 //! * [`fiber`]: `spawn`, `yield_now`, `await_fiber`, `join` (fork-join),
-//!   `when_all`, `when_any`, `scope`, `sleep`, `spawn_pinned`, `current`.
+//!   `when_all`, `when_any`, `scope`, `sleep`, `spawn_pinned`, `current`,
+//!   `JoinSet` (results in finishing order), `Builder::eager`.
+//! * [`runtime::Handle`]: `Runtime::handle()`, `Handle::current()`,
+//!   `Handle::spawn` from any thread.
 //! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
-//!   `WaitGroup`, `Event`, channels; they park the fiber, not the thread,
-//!   and work from plain threads too.
+//!   `WaitGroup`, `Event`, `AutoResetEvent`, `oneshot` (promise/future),
+//!   channels; they park the fiber, not the thread, and work from plain
+//!   threads too.
 //! * [`Policy`]: `RoundRobin`, `RandomSteal`, `NumaSteal`, `LoadSteal`,
 //!   `HybridSteal` (NLLASS), `Nlh` (default); [`policy`] has them as pure
 //!   functions, which [`sim`] reuses to simulate machines we do not have.

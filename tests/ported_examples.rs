@@ -1,10 +1,14 @@
 //! The ported corolib-style examples in `examples/`: each example's logic
 //! is included here (`#[path]`) and its output checked.
 
+#[path = "../examples/exception_flow.rs"]
+mod exception_flow;
 #[path = "../examples/fork_join_sum.rs"]
 mod fork_join_sum;
 #[path = "../examples/pipeline.rs"]
 mod pipeline;
+#[path = "../examples/repeated_when_any.rs"]
+mod repeated_when_any;
 #[path = "../examples/producer_consumer.rs"]
 mod producer_consumer;
 #[path = "../examples/when_all.rs"]
@@ -64,4 +68,45 @@ fn pipeline_output() {
 fn when_any_output() {
     let out = when_any::run(&rt(), &[400, 300, 5, 500]);
     assert_eq!(out, "winner: mirror 2 (delay 5 ms)\nlosers stopped early: 3\n");
+}
+
+#[test]
+fn repeated_when_any_output() {
+    let out = repeated_when_any::run(&rt(), &[[2, 0, 1], [0, 1, 2], [1, 2, 0]]);
+    assert_eq!(
+        out,
+        "iteration 0: release order [2, 0, 1]\n  when_any -> task 2 returned 3\n  when_any -> task 0 returned 1\n  \
+         when_any -> task 1 returned 2\n  sum + 1 = 7\n\
+         iteration 1: release order [0, 1, 2]\n  when_any -> task 0 returned 1\n  when_any -> task 1 returned 2\n  \
+         when_any -> task 2 returned 3\n  sum + 1 = 7\n\
+         iteration 2: release order [1, 2, 0]\n  when_any -> task 1 returned 2\n  when_any -> task 2 returned 3\n  \
+         when_any -> task 0 returned 1\n  sum + 1 = 7\n"
+    );
+    // Eager start, corolib's order, on one worker.
+    let one = Runtime::builder().workers(1).build().expect("runtime");
+    assert_eq!(
+        repeated_when_any::eager_order(&one),
+        [
+            "coroutine3: start task 0",
+            "task 0: co_await are",
+            "coroutine3: start task 1",
+            "task 1: co_await are",
+            "coroutine3: start task 2",
+            "task 2: co_await are"
+        ]
+    );
+}
+
+#[test]
+fn exception_flow_output() {
+    let one = "  coroutine5: start operation 1\n  completionflow: operation 1 completes with -1\n  \
+               coroutine5: operation 1 failed: throw OpFailed(-1)\n  coroutine4: caught OpFailed(-1), returns 0\n  \
+               coroutine5: start operation 2\n  completionflow: operation 2 completes with 10\n  \
+               coroutine5: operation 2 gave 10, returns 11\n  coroutine4: returns 11\n  coroutine1: v = 14\n";
+    let out = exception_flow::run(&rt(), 3, &[-1, 10]);
+    assert_eq!(out, format!("iteration 0\n{one}iteration 1\n{one}iteration 2\n{one}"));
+    // Both fail: caught twice, v = 0 + 0 + 1 + 1 + 1.
+    let out = exception_flow::run(&rt(), 1, &[-5, -7]);
+    assert!(out.contains("caught OpFailed(-5)") && out.contains("caught OpFailed(-7)"), "{out}");
+    assert!(out.ends_with("coroutine1: v = 3\n"), "{out}");
 }

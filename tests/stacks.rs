@@ -517,7 +517,9 @@ fn fallback_no_progress_is_reported_with_the_limit_and_fix() {
         return;
     }
     let budget = fiber::stack_usage().fallback_budget;
-    let rt = Runtime::builder().workers(2).stack_size(16 * 1024).build().unwrap();
+    // Strict: the libtest harness keeps its main thread around, so the
+    // default check cannot prove the deadlock here and would only warn.
+    let rt = Runtime::builder().workers(2).stack_size(16 * 1024).strict_deadlock_detection(true).build().unwrap();
     let n = budget + 100;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(move || {

@@ -758,13 +758,27 @@ fn shutdown_with_fibers_blocked_on_mutex_and_channel() {
 
 // ---------------------------------------------------------------- deadlock report
 
+/// The test harness runs other threads (other tests, its main thread), so
+/// the default check can never prove a deadlock here and only warns; these
+/// tests use the strict check. The proven reports are in `tests/deadlock.rs`
+/// (a single-threaded harness).
+fn strict_rt() -> Runtime {
+    Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::RandomSteal)
+        .strict_deadlock_detection(true)
+        .build()
+        .expect("runtime")
+}
+
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
 }
 
 #[test]
 fn deadlock_report_names_fibers_of_a_lock_cycle() {
-    let rt = rt();
+    let rt = strict_rt();
     let t = Instant::now();
     let r = catch_unwind(AssertUnwindSafe(|| {
         rt.block_on(|| {
@@ -803,7 +817,7 @@ fn deadlock_report_names_fibers_of_a_lock_cycle() {
 
 #[test]
 fn deadlock_report_channel_without_active_sender() {
-    let rt = rt();
+    let rt = strict_rt();
     let r = catch_unwind(AssertUnwindSafe(|| {
         rt.block_on(|| {
             let (tx, rx) = channel::unbounded::<u32>();

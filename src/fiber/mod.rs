@@ -59,6 +59,7 @@
 
 mod blocking;
 pub(crate) mod job;
+mod join_set;
 pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod stack;
@@ -72,6 +73,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use join_set::JoinSet;
 pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
@@ -219,6 +221,8 @@ pub(crate) struct SpawnOpts {
     pub(crate) pinned: bool,
     /// Push onto the spawner's own deque (fork-join children).
     pub(crate) local: bool,
+    /// Run the child at once on this worker; the parent is queued.
+    pub(crate) eager: bool,
 }
 
 /// Largest closure-plus-result size a fiber with a `stack_size` byte stack
@@ -243,7 +247,7 @@ where
 /// The caller guarantees the fiber finishes (or is destroyed) before
 /// anything it borrows goes away: `scope` and `join` wait for their
 /// children on every path, including unwinding and shutdown.
-unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
@@ -308,10 +312,13 @@ where
         }),
         (None, false) => None,
     };
-    let work_first = pinned.is_none()
+    // Work-first (runtime-wide option) or eager (per spawn): the child runs
+    // now on this worker. Only from a fiber of this runtime that may
+    // suspend, and only when the child may run here.
+    let work_first = (pinned.is_none() || (opts.eager && pinned == me))
         && opts.node.is_none()
         && me.is_some()
-        && shared.sched.options().work_first
+        && (opts.eager || (shared.sched.options().work_first && !opts.local))
         && current_task().is_some_and(|t| !cannot_suspend(t));
     let target = if let Some(p) = pinned {
         p
@@ -339,7 +346,7 @@ where
         }
     }
     let handle = JoinHandle { packet, task: task.clone(), _p: PhantomData };
-    if work_first && !opts.local {
+    if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
         let w = tls::worker_ptr();
@@ -405,16 +412,39 @@ impl<T> JoinHandle<T> {
     }
 
     /// `join` for `Runtime::block_on`: wake every `every` and call `check`
-    /// with the joined task (the deadlock detector), which may panic.
-    pub(crate) fn join_watching(self, every: Duration, mut check: impl FnMut(&TaskRef)) -> Result<T, JoinError> {
+    /// with the joined task (the deadlock detector). When `check` returns a
+    /// report, destroy the fiber, then panic with it. On every unwinding
+    /// path the fiber is destroyed or awaited first (its closure may borrow
+    /// from `block_on`'s caller).
+    pub(crate) fn join_watching(
+        self,
+        shared: &Arc<Shared>,
+        every: Duration,
+        mut check: impl FnMut(&TaskRef) -> Option<String>,
+    ) -> Result<T, JoinError> {
+        struct Guard<'h, T> {
+            h: &'h JoinHandle<T>,
+            shared: &'h Arc<Shared>,
+        }
+        impl<T> Drop for Guard<'_, T> {
+            fn drop(&mut self) {
+                destroy_until_done(self.shared, &self.h.task, &*self.h.packet);
+            }
+        }
+        let _root = crate::sync::deadlock::BlockOnRoot::register(&self.task);
+        let guard = Guard { h: &self, shared };
         loop {
             let mut w = Some(packet::Waiter::current());
             if let Some(r) = self.packet.try_take_or_register(&mut w) {
+                std::mem::forget(guard);
                 return r;
             }
             std::thread::park_timeout(every);
             if !self.packet.is_done() {
-                check(&self.task);
+                if let Some(report) = check(&self.task) {
+                    drop(guard); // destroys the root before we unwind
+                    panic!("{report}");
+                }
             }
         }
     }
@@ -603,6 +633,18 @@ where
         (*w).deque.push(job::Runnable::Job(jref));
         (*w).shared.notify_idle();
     }
+    // A forced unwind (shutdown drain, `block_on`'s deadlock path) through
+    // `job.wait()` below must not free the job while its runner uses it.
+    struct Settle<'j>(&'j dyn Fn() -> (Option<TaskRef>, bool));
+    impl Drop for Settle<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                settle_job(self.0);
+            }
+        }
+    }
+    let probe = || (job.runner(), job.is_done());
+    let settle = Settle(&probe);
     let ra = catch_unwind(AssertUnwindSafe(a));
     // `a` may have suspended: we may be on another worker now (TLS re-read).
     let w = tls::worker_ptr();
@@ -617,22 +659,43 @@ where
         }
     }
     let rb = if mine {
+        std::mem::forget(settle);
         job.run_inline()
     } else {
-        if current_is_cancelling() && !job.is_done() {
-            // Shutdown drain: queued jobs were cancelled before any parked
-            // fiber is destroyed, so the job is running in a fiber of its
-            // own (parked too). Destroy it so the latch gets set.
-            if let (Some(t), Some(shared)) = (job.runner(), current_shared_for_drain()) {
-                crate::runtime::destroy(&shared, &t);
-            }
+        if current_is_cancelling() {
+            settle_job(&probe);
         }
-        job.wait()
+        let r = job.wait();
+        std::mem::forget(settle);
+        r
     };
     match (ra, rb) {
         (Ok(ra), Ok(rb)) => (ra, rb),
         (Err(p), _) => resume_unwind(p),
         (Ok(_), Err(e)) => e.resume(),
+    }
+}
+
+/// A fiber being destroyed waits for its `fiber::join` job (`probe`: its
+/// runner fiber, whether it is done): destroy the runner if it is parked;
+/// during the shutdown drain nothing else can run it, so give up there;
+/// otherwise (`block_on`'s deadlock path, workers alive) wait for it.
+fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
+    loop {
+        let (runner, done) = probe();
+        if done {
+            return;
+        }
+        let Some(shared) = current_shared_for_drain() else { return };
+        if let Some(t) = runner {
+            if crate::runtime::destroy(&shared, &t) {
+                continue;
+            }
+        }
+        if shared.draining.load(Acquire) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -650,20 +713,44 @@ fn wait_child(task: &TaskRef, packet: &dyn Completion) {
 fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
     while !packet.is_done() {
         if current_is_cancelling() {
-            if let Some(shared) = current_shared_for_drain() {
-                crate::runtime::destroy(&shared, task);
+            let Some(shared) = current_shared_for_drain() else { return };
+            if crate::runtime::destroy(&shared, task) || packet.is_done() {
+                continue;
             }
-            if !packet.is_done() {
-                // Running elsewhere cannot happen during the drain; do not
-                // spin on it either.
+            if shared.draining.load(Acquire) {
+                // Running elsewhere cannot happen during the drain (no
+                // worker is left); do not spin on it either.
                 return;
             }
+            // `block_on`'s deadlock path destroys fibers while the workers
+            // still run: the child is running or queued there. It borrows
+            // from us, so wait for it to finish or park (then destroy it).
+            std::thread::sleep(Duration::from_millis(1));
             continue;
         }
         if !packet.register_current() {
             park_caller();
         }
     }
+}
+
+/// Make sure the fiber of `task` is finished or destroyed before the
+/// caller goes on: destroy it when it is queued or parked, otherwise (it
+/// runs on a worker) wait and retry. Used by `block_on` on its unwinding
+/// paths, from a plain thread, while the workers run; destructors of the
+/// destroyed fiber run on this thread (as in the shutdown drain).
+fn destroy_until_done(shared: &Arc<Shared>, task: &TaskRef, packet: &dyn Completion) {
+    if packet.is_done() {
+        return;
+    }
+    let prev = DRAINING.with(|d| d.replace(Some(shared.clone())));
+    while !packet.is_done() {
+        if crate::runtime::destroy(shared, task) {
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    DRAINING.with(|d| *d.borrow_mut() = prev);
 }
 
 /// During the drain there is no worker on this thread; the registry that a
@@ -687,8 +774,58 @@ thread_local! {
 /// let v = rt.block_on(|| fiber::when_all((0..4).map(|i| fiber::spawn(move || i * 10)).collect()));
 /// assert_eq!(v, vec![0, 10, 20, 30]);
 /// ```
-pub fn when_all<T>(handles: Vec<JoinHandle<T>>) -> Vec<T> {
-    handles.into_iter().map(await_fiber).collect()
+///
+/// Scoped handles work too (all of one kind per call):
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let data = [1u64, 2, 3, 4];
+/// let sums = rt.block_on(|| fiber::scope(|s| {
+///     fiber::when_all(data.chunks(2).map(|c| s.spawn(move || c.iter().sum::<u64>())).collect())
+/// }));
+/// assert_eq!(sums, vec![3, 7]);
+/// ```
+pub fn when_all<H: FiberHandle>(handles: Vec<H>) -> Vec<H::Output> {
+    handles.into_iter().map(FiberHandle::await_fiber).collect()
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<T> Sealed for super::JoinHandle<T> {}
+    impl<T> Sealed for super::ScopedJoinHandle<'_, T> {}
+}
+
+/// A handle [`when_all`] can wait for: [`JoinHandle`] and
+/// [`ScopedJoinHandle`] (sealed).
+///
+/// ```
+/// use numafiber::{fiber::{self, FiberHandle}, Runtime};
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// assert_eq!(rt.block_on(|| fiber::spawn(|| 3).await_fiber()), 3);
+/// ```
+pub trait FiberHandle: sealed::Sealed {
+    /// The fiber's value.
+    type Output;
+    /// Wait for the fiber and return its value; re-raise its panic.
+    ///
+    /// # Panics
+    /// When the fiber panicked (its payload is resumed) or was cancelled.
+    fn await_fiber(self) -> Self::Output;
+}
+
+impl<T> FiberHandle for JoinHandle<T> {
+    type Output = T;
+    fn await_fiber(self) -> T {
+        await_fiber(self)
+    }
+}
+
+impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
+    type Output = T;
+    fn await_fiber(self) -> T {
+        await_fiber(self.inner)
+    }
 }
 
 /// Wait until the first of `handles` finishes; return its index and value.
@@ -800,6 +937,7 @@ struct BuilderOpts {
     worker: Option<usize>,
     pinned: bool,
     local: bool,
+    eager: bool,
 }
 
 impl Builder {
@@ -878,6 +1016,42 @@ impl Builder {
         self
     }
 
+    /// Start the child *now*, on this worker, before `spawn` returns
+    /// (corolib's order: a task runs in its caller until its first
+    /// suspension). The spawning fiber is queued on this worker's deque,
+    /// where an idle worker may steal it, and continues when the child
+    /// suspends or finishes (or a thief picks it up earlier). Plain
+    /// `spawn` instead queues the child and the parent keeps running until
+    /// it suspends; see "Things that behave differently" in
+    /// `docs/porting-from-cpp.md`.
+    ///
+    /// No effect when spawning from a plain thread or from another
+    /// runtime, with [`node`](Self::node), or when the child is pinned to
+    /// another worker: the child is then queued as usual.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let order = rt.block_on(|| {
+    ///     let log = Arc::new(Mutex::new(Vec::new()));
+    ///     let l = log.clone();
+    ///     log.lock().unwrap().push("parent: before spawn");
+    ///     let h = fiber::Builder::new().eager(true)
+    ///         .spawn(move || l.lock().unwrap().push("child runs first"))
+    ///         .unwrap();
+    ///     log.lock().unwrap().push("parent: after spawn");
+    ///     fiber::await_fiber(h);
+    ///     let v = log.lock().unwrap().clone();
+    ///     v
+    /// });
+    /// assert_eq!(order, ["parent: before spawn", "child runs first", "parent: after spawn"]);
+    /// ```
+    pub fn eager(mut self, eager: bool) -> Builder {
+        self.opts.eager = eager;
+        self
+    }
+
     fn spawn_opts(&self) -> SpawnOpts {
         SpawnOpts {
             name: self.opts.name.as_deref().map(Arc::from),
@@ -886,6 +1060,7 @@ impl Builder {
             worker: self.opts.worker,
             pinned: self.opts.pinned,
             local: self.opts.local,
+            eager: self.opts.eager,
         }
     }
 
@@ -1002,11 +1177,24 @@ where
     let shared = current_shared().unwrap_or_else(|| panic!("{}", SpawnError::new(SpawnErrorKind::NoRuntime)));
     let scope = Scope { shared, children: Mutex::new(Vec::new()), _scope: PhantomData, _env: PhantomData };
     let r = catch_unwind(AssertUnwindSafe(|| f(&scope)));
-    let children = std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner()));
-    for (t, c) in &children {
+    // Waits for every child again when dropped: a forced unwind of this
+    // fiber (shutdown drain, `block_on`'s deadlock path) that starts inside
+    // the wait below still destroys or awaits the children, which borrow
+    // from our frame, before the frame goes.
+    struct Children(Vec<(TaskRef, Arc<dyn Completion + Send + Sync>)>);
+    impl Drop for Children {
+        fn drop(&mut self) {
+            for (t, c) in &self.0 {
+                wait_child(t, &**c);
+            }
+        }
+    }
+    let children = Children(std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner())));
+    for (t, c) in &children.0 {
         wait_child(t, &**c);
     }
-    let child_panicked = children.iter().any(|(_, c)| c.unjoined_panic());
+    let child_panicked = children.0.iter().any(|(_, c)| c.unjoined_panic());
+    drop(children);
     match r {
         Err(p) => resume_unwind(p),
         Ok(_) if child_panicked => panic!("a scoped fiber panicked"),

@@ -41,7 +41,10 @@ impl Waiter {
     pub(crate) fn wake(self) {
         match self {
             Waiter::Fiber { task, shared } => shared.wake(task),
-            Waiter::Thread(t) => t.unpark(),
+            Waiter::Thread(t) => {
+                crate::sync::deadlock::note_thread_wake();
+                t.unpark()
+            }
         }
     }
 }
@@ -49,6 +52,8 @@ impl Waiter {
 /// Block the caller (fiber or thread) until woken; may return spuriously.
 pub(crate) fn park_caller() {
     if tls::current_task_ptr().is_null() {
+        // Counted for the deadlock proof: this thread wakes nobody now.
+        let _blocked = crate::sync::deadlock::ThreadBlocked::enter();
         thread::park();
     } else {
         crate::fiber::park_current();

@@ -132,6 +132,9 @@ pub(crate) mod wait_kind {
     pub(crate) const IO: u8 = 14;
     /// A `spawn_blocking` call on a helper thread: same as `IO`.
     pub(crate) const BLOCKING: u8 = 15;
+    pub(crate) const ONESHOT: u8 = 16;
+    pub(crate) const AUTO_EVENT: u8 = 17;
+    pub(crate) const JOIN_SET: u8 = 18;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -147,6 +150,9 @@ pub(crate) mod wait_kind {
             BARRIER => format!("Barrier wait {obj:#x}"),
             WAITGROUP => format!("WaitGroup wait {obj:#x}"),
             EVENT => format!("Event wait {obj:#x}"),
+            ONESHOT => format!("oneshot Future wait {obj:#x}"),
+            AUTO_EVENT => format!("AutoResetEvent wait {obj:#x}"),
+            JOIN_SET => format!("JoinSet::join_next {obj:#x}"),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
             // IO, BLOCKING: an outside party (a peer, a helper thread)

@@ -454,6 +454,9 @@ impl<B: Backend> Backend for RecordReady<'_, B> {
     }
     fn hand_off(&self) {
         self.0.hand_off()
+    }
+}
+
 // ----- wake slot -----
 
 /// `runtime::wake_slot::WakeSlot`: the per-worker slot of the fiber made

@@ -85,6 +85,7 @@ pub struct Builder {
     name: String,
     stack_mode: StackMode,
     deadlock_detection: bool,
+    strict_deadlock: bool,
 }
 
 impl Default for Builder {
@@ -101,6 +102,7 @@ impl Default for Builder {
             name: "numafiber".into(),
             stack_mode: StackMode::Guarded,
             deadlock_detection: true,
+            strict_deadlock: false,
         }
     }
 }
@@ -203,11 +205,15 @@ impl Builder {
         self.stack_mode = StackMode::Slab;
         self
     }
-    /// Let [`Runtime::block_on`] panic with a report ("all fibers are
-    /// asleep - deadlock!") when every fiber is parked on a sync primitive
-    /// or a join, no timer is pending, and the fiber it waits for is one of
-    /// them (default true). Turn it off when fibers wait for plain threads
-    /// that may stay busy for long (see [`crate::sync`], "Deadlock report").
+    /// Let [`Runtime::block_on`] report deadlocks (default true): it
+    /// panics with a report ("all fibers are asleep - deadlock!") when
+    /// every fiber of every runtime is parked on a sync primitive or a
+    /// join, no timer or I/O is pending, the fiber it waits for is one of
+    /// them, **and no other thread exists** that could still wake one; when
+    /// only the last condition fails (a completion thread, a busy second
+    /// runtime) it prints the same report once as a warning and keeps
+    /// waiting. See [`crate::sync`], "Deadlock report", and
+    /// [`strict_deadlock_detection`](Self::strict_deadlock_detection).
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(1).deadlock_detection(false).build().unwrap();
@@ -215,6 +221,25 @@ impl Builder {
     /// ```
     pub fn deadlock_detection(mut self, on: bool) -> Builder {
         self.deadlock_detection = on;
+        self
+    }
+    /// Panic as soon as this runtime alone has been quiescent for about
+    /// 100 ms (every fiber parked on a sync primitive or a join, no timer
+    /// pending, the `block_on` root among them), even when another thread
+    /// or runtime could still wake a fiber (default false). This was the
+    /// default rule before the proof of [`deadlock_detection`](Self::deadlock_detection);
+    /// use it in tests that must fail fast, never with completion threads.
+    ///
+    /// ```
+    /// use std::panic::{catch_unwind, AssertUnwindSafe};
+    /// let rt = numafiber::Runtime::builder().workers(1).strict_deadlock_detection(true).build().unwrap();
+    /// let e = numafiber::sync::Event::new();
+    /// let r = catch_unwind(AssertUnwindSafe(|| rt.block_on(|| e.wait()))); // nobody sets it
+    /// let msg = r.unwrap_err().downcast::<String>().unwrap();
+    /// assert!(msg.contains("all fibers are asleep - deadlock!"));
+    /// ```
+    pub fn strict_deadlock_detection(mut self, strict: bool) -> Builder {
+        self.strict_deadlock = strict;
         self
     }
     /// Prefix of the worker thread names (default `numafiber`). A name
@@ -320,6 +345,7 @@ impl Builder {
         crate::fiber::overflow::install_handler();
         crate::fiber::stack::side::install_panic_hook();
         shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
+        shared.deadlock.strict.store(self.strict_deadlock, Relaxed);
         let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut threads = Vec::with_capacity(nworkers);
         for (i, deque) in deques.into_iter().enumerate() {
@@ -354,6 +380,7 @@ impl Builder {
             drop(rt);
             return Err(BuildError::new(kind));
         }
+        crate::sync::deadlock::register_runtime(&rt.shared);
         Ok(rt)
     }
 }
@@ -450,23 +477,33 @@ impl Runtime {
     }
 
     /// Run `f` as a fiber of this runtime and block the calling thread until
-    /// it returns (corolib `synchronous`, cppcoro `sync_wait`). A panic of
-    /// the fiber is re-raised here.
+    /// it returns (corolib `synchronous`, cppcoro `sync_wait`, the caller's
+    /// `io_context.run()`). A panic of the fiber is re-raised here. `f` may
+    /// borrow from the caller: `block_on` does not return or unwind before
+    /// the fiber has finished or been destroyed.
+    ///
+    /// While it waits it checks for deadlocks (see
+    /// [`Builder::deadlock_detection`]).
     ///
     /// # Panics
     /// When called from inside a fiber (that would block a worker thread:
     /// use [`crate::fiber::await_fiber`] there), in a `fork()`ed child of
     /// the process that built the runtime (its workers do not exist there;
-    /// the panic comes at once instead of a hang), and when `f` panics.
+    /// the panic comes at once instead of a hang), when `f` panics (its
+    /// payload is resumed), when the runtime is shutting down, and with
+    /// the deadlock report (the root fiber is destroyed first).
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
     /// assert_eq!(rt.block_on(|| 40 + 2), 42);
+    /// let mut local = vec![1, 2, 3];          // borrowed, not moved
+    /// rt.block_on(|| local.push(4));
+    /// assert_eq!(local, [1, 2, 3, 4]);
     /// ```
-    pub fn block_on<F, T>(&self, f: F) -> T
+    pub fn block_on<'a, F, T>(&self, f: F) -> T
     where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
     {
         if !tls::current_task_ptr().is_null() {
             panic!(
@@ -478,10 +515,27 @@ impl Runtime {
             panic!("Runtime::block_on: {}", crate::SpawnError::new(crate::SpawnErrorKind::ForkedChild));
         }
         let shared = self.shared.clone();
+        // SAFETY: the fiber may borrow anything that lives for 'a, i.e.
+        // longer than this call. This call neither returns nor unwinds
+        // while the fiber may still run: `join_watching` returns only once
+        // the fiber's result is published (it finished, or was destroyed),
+        // and on every unwinding path out of it (the deadlock panic below,
+        // or any other) it first destroys the fiber, or waits until it
+        // finishes, see `JoinHandle::join_watching`. Fibers that borrow
+        // from the root (scoped children, `fiber::join` jobs) are destroyed
+        // or awaited by the root's own unwinding.
+        let h = unsafe { crate::fiber::spawn_unchecked(&shared, f, crate::fiber::SpawnOpts::default()) }
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut detector = crate::sync::deadlock::Detector::default();
-        let r = self.spawn(f).join_watching(crate::sync::deadlock::POLL, |root| {
-            if let Some(report) = detector.check(&shared, root) {
-                panic!("{report}");
+        let r = h.join_watching(&shared, crate::sync::deadlock::POLL, |root| {
+            use crate::sync::deadlock::Verdict;
+            match detector.check(&shared, root) {
+                Verdict::Wait => None,
+                Verdict::Warn(report) => {
+                    eprintln!("{report}");
+                    None
+                }
+                Verdict::Deadlock(report) => Some(report),
             }
         });
         match r {
@@ -515,6 +569,19 @@ impl Runtime {
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// A [`Handle`] to this runtime: spawns from any thread without an
+    /// `Arc<Runtime>` (completion threads, callbacks).
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// let t = std::thread::spawn(move || h.spawn(|| 6 * 7).join().unwrap());
+    /// assert_eq!(t.join().unwrap(), 42);
+    /// ```
+    pub fn handle(&self) -> Handle {
+        Handle { shared: self.shared.clone() }
     }
 
     /// A snapshot of the runtime's counters.
@@ -679,6 +746,116 @@ fn drain_queues(shared: &Shared) {
         if !progressed {
             return;
         }
+    }
+}
+
+/// A cheap, cloneable reference to a [`Runtime`] (`Clone + Send + Sync`),
+/// for spawning from threads and callbacks that should not own the
+/// runtime (tokio's `runtime::Handle`).
+///
+/// A handle does not keep the workers alive: once its runtime has been
+/// shut down (dropped), [`try_spawn`](Handle::try_spawn) returns
+/// [`SpawnErrorKind::ShuttingDown`](crate::SpawnErrorKind::ShuttingDown).
+///
+/// ```
+/// use numafiber::{fiber, runtime::Handle, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let v = rt.block_on(|| {
+///     let h = Handle::current(); // the runtime running this fiber
+///     let t = std::thread::spawn(move || h.spawn(|| 5).join().unwrap());
+///     t.join().unwrap()
+/// });
+/// assert_eq!(v, 5);
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.workers.len())
+            .field("shut_down", &self.shared.is_shutting_down())
+            .finish()
+    }
+}
+
+impl Handle {
+    /// The handle of the runtime whose fiber calls it.
+    ///
+    /// # Panics
+    /// Outside a fiber (on a plain thread); use [`Handle::try_current`]
+    /// for an `Option`.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let workers = rt.block_on(|| numafiber::runtime::Handle::current().workers());
+    /// assert_eq!(workers, 1);
+    /// ```
+    pub fn current() -> Handle {
+        Handle::try_current().unwrap_or_else(|| {
+            panic!("runtime::Handle::current() called outside a fiber: use Runtime::handle() on plain threads")
+        })
+    }
+
+    /// The handle of the calling fiber's runtime, `None` on a plain thread.
+    ///
+    /// ```
+    /// assert!(numafiber::runtime::Handle::try_current().is_none());
+    /// ```
+    pub fn try_current() -> Option<Handle> {
+        crate::fiber::current_task_and_shared().map(|(_, shared)| Handle { shared })
+    }
+
+    /// Spawn a fiber on the runtime, from any thread or fiber; it is placed
+    /// by the policy ([`Runtime::spawn`]).
+    ///
+    /// # Panics
+    /// If the runtime has shut down; [`Handle::try_spawn`] returns the
+    /// error instead.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// assert_eq!(rt.handle().spawn(|| 1).join().unwrap(), 1);
+    /// ```
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.try_spawn(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`spawn`](Handle::spawn) with the error as a value.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// drop(rt);
+    /// let e = h.try_spawn(|| ()).unwrap_err();
+    /// assert!(matches!(e.kind(), numafiber::SpawnErrorKind::ShuttingDown));
+    /// ```
+    pub fn try_spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, crate::SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::fiber::spawn_on(&self.shared, f, crate::fiber::SpawnOpts::default())
+    }
+
+    /// Number of worker threads of the runtime.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
+    /// assert_eq!(rt.handle().workers(), 2);
+    /// ```
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 }
 

@@ -193,6 +193,9 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::sync::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
+    /// The rest of the detector's per-runtime state (strict mode, the
+    /// one-time warning, external wake sources such as I/O).
+    pub(crate) deadlock: crate::sync::deadlock::RuntimeState,
     /// The I/O reactor, created by the first socket a fiber of this runtime
     /// waits on (`crate::reactor`).
     pub(crate) reactor: OnceLock<Arc<Reactor>>,
@@ -235,6 +238,7 @@ impl Shared {
             stack_mode,
             stacks: Stacks::new(stack_mode, nworkers),
             deadlock_detection: AtomicBool::new(true),
+            deadlock: Default::default(),
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),
             finisher: Mutex::new(None),

@@ -11,6 +11,8 @@
 //! | [`Barrier`] | cyclic barrier with a leader | `std::sync::Barrier` |
 //! | [`WaitGroup`] | `add`/`done`/`wait` | Go `sync.WaitGroup`, C++ `latch` |
 //! | [`Event`] | manual-reset event | cppcoro `async_manual_reset_event` |
+//! | [`AutoResetEvent`] | auto-reset event: a set releases one waiter | corolib `auto_reset_event`, cppcoro `async_auto_reset_event` |
+//! | [`oneshot()`] | one value or error, [`oneshot::Promise`] → [`oneshot::Future`] | corolib `async_operation<T>`, Boost.Fiber `promise`/`future` |
 //! | [`channel`] | `bounded(cap)` (0 = rendezvous), `unbounded()` | `crossbeam-channel`, cppcoro queues |
 //!
 //! ```
@@ -63,33 +65,51 @@
 //!
 //! # Deadlock report
 //!
-//! When every fiber of a runtime is parked on one of these primitives or on
-//! a join, no timer is pending, and [`Runtime::block_on`](crate::Runtime::block_on)
-//! waits for one of them, `block_on` panics with a report instead of hanging:
+//! When every fiber of every runtime of the process is parked on one of
+//! these primitives or on a join, no timer or I/O wait is pending,
+//! [`Runtime::block_on`](crate::Runtime::block_on) waits for one of them,
+//! **and no other thread exists that could still wake one** (every thread
+//! is a worker, blocked in a numafiber wait, or in `block_on`), `block_on`
+//! panics with a report instead of hanging (after about 100 ms):
 //!
 //! ```text
 //! all fibers are asleep - deadlock! Runtime::block_on waits for fiber 1, and no fiber of
-//! the runtime can run again (3 parked, no timer pending):
+//! the runtime can run again (3 parked, no timer pending, no other thread exists):
 //!   fiber 1 (unnamed) [join of fiber 2]
 //!   fiber 2 "a" [Mutex lock 0x55d1c2a0e010]
 //!   fiber 3 "b" [Mutex lock 0x55d1c2a0e050]
 //! ```
 //!
-//! The check needs the state to be stable for about 100 ms. A plain thread
-//! that would wake a fiber later than that (every fiber waiting for it)
-//! causes a false report; turn the check off with
-//! [`Builder::deadlock_detection`](crate::Builder::deadlock_detection).
+//! That report cannot be a false alarm. When only the last condition fails
+//! (a completion thread exists, as in corolib's examples, or another
+//! runtime is still running), a plain thread *might* still wake a fiber:
+//! after about a second the same report is printed **once** to stderr as
+//! a warning ("numafiber: warning: possible deadlock ...") and `block_on`
+//! keeps waiting. So a true deadlock is never a silent hang, and a slow
+//! completion is never a panic.
+//! [`Builder::strict_deadlock_detection`](crate::Builder::strict_deadlock_detection)
+//! restores the old rule (panic once this runtime alone has been quiescent
+//! for about 100 ms, whatever other threads exist), and
+//! [`Builder::deadlock_detection`](crate::Builder::deadlock_detection)
+//! turns the check off. Before it panics, `block_on` destroys its root
+//! fiber (running its destructors), because the root may borrow from the
+//! caller's frame. The proof and its one timing assumption are in
+//! `src/sync/deadlock.rs`.
 
+mod auto_reset_event;
 pub mod channel;
 mod condvar;
 pub(crate) mod deadlock;
 mod latch;
 mod mutex;
+pub mod oneshot;
 pub(crate) mod queue;
 mod rwlock;
 mod semaphore;
 
+pub use auto_reset_event::AutoResetEvent;
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use oneshot::oneshot;
 pub use latch::{Barrier, BarrierWaitResult, Event, WaitGroup};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

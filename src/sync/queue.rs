@@ -117,7 +117,10 @@ impl Waker {
     pub(crate) fn wake(self) {
         match self.kind {
             WakerKind::Fiber { task, shared } => shared.wake(task),
-            WakerKind::Thread(f) => f.thread.unpark(),
+            WakerKind::Thread(f) => {
+                crate::sync::deadlock::note_thread_wake();
+                f.thread.unpark()
+            }
         }
     }
     fn clone_ref(&self) -> Waker {

@@ -530,8 +530,13 @@ impl WorkerLocal {
             }
             CoroutineResult::Yield(Suspend::Handoff) => {
                 task.transition_to_queued_after_yield();
-                self.deque.push(Runnable::Task(task));
-                shared.notify_idle();
+                if task.pinned.is_some() {
+                    // A pinned parent of an eager child: not stealable.
+                    shared.workers[self.index].pinned_inbox.push(task);
+                } else {
+                    self.deque.push(Runnable::Task(task));
+                    shared.notify_idle();
+                }
             }
             CoroutineResult::Yield(Suspend::Park) => {
                 self.end_yield_streak();

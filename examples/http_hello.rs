@@ -1,0 +1,87 @@
+//! A minimal HTTP/1.1 responder: a fiber per connection, keep-alive,
+//! "Hello, world!" for every request.
+//!
+//! ```text
+//! cargo run --release --example http_hello -- [ADDR]     # then: curl http://127.0.0.1:8080/
+//! ```
+//! Stops after `NUMAFIBER_HTTP_MAX_CONNS` connections if that is set.
+
+use std::io::{BufRead, BufReader, Write};
+
+use numafiber::net::{TcpListener, TcpStream};
+use numafiber::{fiber, Runtime};
+
+const BODY: &str = "Hello, world!\n";
+
+/// Serve one connection until the client closes it or asks to.
+fn serve(s: TcpStream) -> std::io::Result<()> {
+    let mut r = BufReader::new(&s);
+    loop {
+        let mut request = String::new();
+        if r.read_line(&mut request)? == 0 {
+            return Ok(());
+        }
+        let mut close = request.trim_end().ends_with("HTTP/1.0");
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h)? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("connection") {
+                    close = v.trim().eq_ignore_ascii_case("close");
+                }
+            }
+        }
+        let (status, body) = if request.starts_with("GET ") || request.starts_with("HEAD ") {
+            ("200 OK", BODY)
+        } else {
+            ("405 Method Not Allowed", "only GET and HEAD\n")
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n",
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        );
+        (&s).write_all(head.as_bytes())?;
+        if !request.starts_with("HEAD ") {
+            (&s).write_all(body.as_bytes())?;
+        }
+        if close {
+            return Ok(());
+        }
+    }
+}
+
+fn main() {
+    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".to_string());
+    let max: Option<usize> = std::env::var("NUMAFIBER_HTTP_MAX_CONNS").ok().and_then(|v| v.parse().ok());
+    let rt = Runtime::new().unwrap_or_else(|e| {
+        eprintln!("http_hello: {e}");
+        std::process::exit(1)
+    });
+    let r = rt.block_on(move || -> std::io::Result<()> {
+        let l = TcpListener::bind(&addr)?;
+        println!("http_hello listening on http://{}/", l.local_addr()?);
+        let mut hs = Vec::new();
+        let mut n = 0;
+        while max.is_none_or(|m| n < m) {
+            let (s, _) = l.accept()?;
+            n += 1;
+            hs.push(fiber::spawn(move || {
+                let _ = serve(s);
+            }));
+            hs.retain(|h| !h.is_finished());
+        }
+        fiber::when_all(hs);
+        Ok(())
+    });
+    if let Err(e) = r {
+        eprintln!("http_hello: {e}");
+        std::process::exit(1);
+    }
+}
