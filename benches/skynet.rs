@@ -6,7 +6,8 @@
 //! as the thesis' baselines) and, as `_wf`, the same with work-first
 //! spawning (`PolicyOptions::work_first`: the child runs at once, the parent
 //! stays stealable, so the tree unfolds depth-first like Cilk). 32 KiB fiber
-//! stacks (the minimum, `fiber::MIN_STACK_SIZE`), children spawned with
+//! stacks (the minimum before issue 11; `examples/skynet.rs` and
+//! `scripts/bench-skynet.sh` run the default settings), children spawned with
 //! `fiber::spawn` and collected with `fiber::await_fiber`.
 //! may: 2 workers, 32 KiB stacks (`set_stack_size(4096)` words), `go!` +
 //! `join`.

@@ -131,7 +131,9 @@ fn dynamic_random_dags_exactly_once_in_edge_order() {
         let v = *ex.execute_on(&rt, 0).unwrap();
         probe.check(&d, true);
         assert_eq!(ex.len(), d.nodes());
-        assert_eq!(ex.status(&0), Status::Completed);
+        // At least Computed: the fiber that released the waiter marks the
+        // sink Completed after it has notified every waiter (a moment later).
+        assert!(ex.status(&0) >= Status::Computed, "{:?}", ex.status(&0));
         let serial = execute_serial(&dag::DagGraph { deps, w: 3, par: false }, 0).unwrap();
         assert_eq!(v, *serial.sink(), "seed {seed}");
         assert_eq!(serial.len(), d.nodes());

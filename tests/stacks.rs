@@ -286,8 +286,14 @@ fn overflow_child(stack: Option<usize>) {
     if let Some(s) = stack {
         b = b.stack_size(s);
     }
-    let h = b.spawn_on(&rt, || recurse(0, &mut [0u8; 512])).unwrap();
-    eprintln!("overflowing fiber id {}", h.id());
+    // The fiber prints its id itself, before it recurses: a line printed by
+    // this thread after the spawn could be cut short by the abort.
+    let h = b
+        .spawn_on(&rt, || {
+            eprintln!("overflowing fiber id {}", fiber::current().unwrap().id);
+            recurse(0, &mut [0u8; 512])
+        })
+        .unwrap();
     let _ = h.join();
     println!("child did not overflow");
 }
