@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use numafiber::{fiber, Policy, Runtime, Topology};
+use numafiber::{fiber, Policy, Runtime, SpawnErrorKind, Topology};
 
 fn rt() -> Runtime {
     Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap()
@@ -74,10 +74,23 @@ fn a_panicking_destructor_of_an_unstarted_fiber_is_contained_at_shutdown() {
     let st = started.clone();
     let blocker = rt.spawn(move || {
         st.store(1, Ordering::SeqCst);
+        // Spin until shutdown has begun (a spawn is then refused with
+        // `ShuttingDown`), not for a fixed time: on a loaded machine the main
+        // thread may need longer than any fixed spin to reach `shutdown`,
+        // and a bomb that started would be unwound while suspended (abort).
+        // The probe fibers spawned meanwhile stay queued and are drained.
         let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_millis(300) {
-            std::hint::spin_loop();
+        while t.elapsed() < Duration::from_secs(120) {
+            match fiber::Builder::new().spawn(|| ()) {
+                Err(e) if matches!(e.kind(), SpawnErrorKind::ShuttingDown) => return,
+                _ => {}
+            }
+            let s = std::time::Instant::now();
+            while s.elapsed() < Duration::from_millis(1) {
+                std::hint::spin_loop();
+            }
         }
+        panic!("shutdown never began");
     });
     while started.load(Ordering::SeqCst) == 0 {
         std::thread::yield_now();
