@@ -399,3 +399,31 @@ fn io_wait_longer_than_the_deadlock_window_is_not_a_deadlock() {
     assert_eq!(got, (b'!', 5));
     peer.join().unwrap();
 }
+
+#[test]
+fn a_burst_of_connects_fits_the_accept_queue() {
+    // std's backlog of 128 drops the SYNs of a burst of connects that
+    // nobody accepts yet, and each of those waits a second for the
+    // retransmission (seen as 1.1 s for 1,000 echo connections). Ours is
+    // the kernel's maximum: a burst up to net.core.somaxconn connects at
+    // once. No accept runs here, so every connect below must complete from
+    // the queue alone.
+    let _g = serial();
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    let n = 1000.min(somaxconn.saturating_sub(8));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let t = Instant::now();
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Ok(s) => held.push(s),
+            Err(e) => panic!("connect {i} of {n} failed with no accept running: {e} (is the backlog 128?)"),
+        }
+    }
+    eprintln!("{n} connects queued without accept in {:?}", t.elapsed());
+    assert_eq!(held.len(), n);
+}

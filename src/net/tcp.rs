@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::source::IoSource;
 use super::each_addr;
+
+/// Backlog asked of listen(2); the kernel caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: libc::c_int = 65_535;
 use crate::reactor::Dir;
 
 /// A TCP socket server, listening for connections (`std::net::TcpListener`
@@ -94,6 +97,12 @@ impl TcpListener {
     /// Bind to `addr` (each resolved address is tried in turn, as std
     /// does) and listen. `SO_REUSEADDR` is set, as std does on Unix.
     ///
+    /// Unlike std (backlog 128), the accept queue is as long as the kernel
+    /// allows (`net.core.somaxconn`, 4096 by default), as Go does: a fiber
+    /// server is expected to take bursts of thousands of connects, and a
+    /// connect that finds the queue full has its SYN dropped and waits a
+    /// second for the retransmission.
+    ///
     /// Errors as std: `AddrInUse` for a port in use, `InvalidInput` for an
     /// address that does not resolve to anything, `AddrNotAvailable` for an
     /// address not on this host. Resolving a host name blocks the worker
@@ -108,7 +117,17 @@ impl TcpListener {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
-        each_addr(addr, mio::net::TcpListener::bind).map(|l| TcpListener { inner: IoSource::new(l) })
+        each_addr(addr, |a| {
+            let l = mio::net::TcpListener::bind(a)?;
+            // Calling listen(2) again on a listening socket sets its backlog;
+            // the kernel truncates it to net.core.somaxconn.
+            // SAFETY: the fd is a valid, bound, listening socket owned by `l`.
+            if unsafe { libc::listen(l.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(l)
+        })
+        .map(|l| TcpListener { inner: IoSource::new(l) })
     }
 
     /// Accept one connection: the new stream and the peer's address.
