@@ -8,6 +8,9 @@
 //! `yield_count join N`: fork-join fib(N) with `fiber::join`, no cutoff, one
 //! worker (fib(N) performs F(N+1) - 1 joins).
 //! `yield_count rayon_join N`: the same with `rayon::join` on a 1-thread pool.
+//! `yield_count rendezvous|cap1|rendezvous_rw N` (suffix `2`: two workers):
+//! channel ping-pong, N round trips; `rendezvous_rw` lets the receiver
+//! block first, so each hand-off meets a waiting receiver.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -96,7 +99,7 @@ fn main() {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
             println!("rayon::join fib({n}) = {}", pool.install(|| fib(black_box(n))));
         }
-        "spawn2" | "rendezvous" | "cap1" | "rendezvous2" | "cap1_2" => {
+        "spawn2" | "rendezvous" | "cap1" | "rendezvous2" | "cap1_2" | "rendezvous_rw" | "rendezvous_rw2" => {
             let workers = if mode.ends_with('2') { 2 } else { 1 };
             let rt = Runtime::builder()
                 .workers(workers)
@@ -113,6 +116,7 @@ fn main() {
                 });
             } else {
                 let cap = if mode.starts_with("cap1") { 1 } else { 0 };
+                let receiver_first = mode.starts_with("rendezvous_rw");
                 rt.block_on(move || {
                     let (tx1, rx1) = numafiber::sync::channel::bounded::<u64>(cap);
                     let (tx2, rx2) = numafiber::sync::channel::bounded::<u64>(cap);
@@ -122,6 +126,12 @@ fn main() {
                         }
                     });
                     let mut v = 0;
+                    if receiver_first {
+                        // Let `pong` block in its recv first: then every
+                        // hand-off meets a waiting *receiver* (the value
+                        // goes into its entry's cell), not a waiting sender.
+                        fiber::yield_now();
+                    }
                     for _ in 0..n {
                         tx1.send(v).unwrap();
                         v = rx2.recv().unwrap();
@@ -170,6 +180,6 @@ fn main() {
             }
             println!("rayon startup: {:.1} us per build + install + drop", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
         }
-        m => panic!("unknown mode {m}: use startup | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2"),
+        m => panic!("unknown mode {m}: use startup | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2 | rendezvous_rw | rendezvous_rw2"),
     }
 }

@@ -21,13 +21,32 @@
 //! # Protocol
 //!
 //! State (buffer, sender and receiver counts) and waiters live in one
-//! wait queue (`src/sync/queue.rs`). A blocked *sender* queues its value with
-//! its entry; a receiver that frees room (or, at capacity 0, meets it) takes
-//! the value and grants the sender: a send returns only once its value is in
-//! the buffer or taken. A blocked *receiver* is granted by a send that
-//! pushed a value for it, and then retries (another receiver may have been
-//! faster; it queues again). Closing sets a flag and wakes every waiter,
-//! which leaves the queue and re-checks.
+//! wait queue (`src/sync/queue.rs`). Every hand-off to a waiter takes the
+//! internal lock once, on the side that finds the waiter (issue 15):
+//!
+//! - A blocked *sender* queues its value with its entry; a receiver that
+//!   frees room (or, at capacity 0, meets it) takes the value out of the
+//!   entry (or moves it into the buffer) and grants the sender: a send
+//!   returns only once its value is in the buffer or taken. The woken
+//!   sender just returns.
+//! - A blocked *receiver* queues a pointer to a hand-off cell on its own
+//!   stack (`queue::Handoff`); a send that finds it moves the value into
+//!   that cell and grants it, under the lock, in FIFO order of the
+//!   receivers. The woken receiver returns the value from its cell without
+//!   locking again. Receivers are only ever granted with a value, and a
+//!   value goes to a waiting receiver only while the buffer is empty, so
+//!   the order of values is kept. Why the cell is alive whenever a sender
+//!   writes it, including timeouts, close and forced unwinds, is argued at
+//!   `queue::Handoff`.
+//! - Leaving without a grant (timeout, close, shutdown): the waiter removes
+//!   its own entry under the lock; a sender gets its value back. If the
+//!   entry is already gone, it was granted first and the wait succeeds
+//!   (the receiver's value is in its cell). A receiver unwound by the
+//!   shutdown after its grant puts the value back: to the next waiting
+//!   receiver, or the front of the buffer. No value is lost or duplicated.
+//!
+//! Closing sets a flag and wakes every waiter (without granting), which
+//! leaves the queue and re-checks.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -35,16 +54,19 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::queue::{Inner, Outcome, Reason, WaitQueue};
+use super::queue::{Entry, Handoff, HandoffPtr, Inner, Outcome, Reason, WaitQueue};
 use crate::fiber::task::wait_kind;
 
 enum Slot<T> {
-    Recv,
+    /// A blocked receiver: where a sender puts the value for it.
+    Recv(HandoffPtr<T>),
+    /// A blocked sender with its value; `Taken` once a receiver took it.
     Send(T),
+    Taken,
 }
 
 fn is_recv<T>(s: &Slot<T>) -> bool {
-    matches!(s, Slot::Recv)
+    matches!(s, Slot::Recv(_))
 }
 fn is_send<T>(s: &Slot<T>) -> bool {
     matches!(s, Slot::Send(_))
@@ -64,7 +86,7 @@ struct State<T> {
 }
 
 impl<T> State<T> {
-    fn grant_send(q: &mut Locked<'_, T>) -> Option<super::queue::Entry<Slot<T>>> {
+    fn grant_send(q: &mut Locked<'_, T>) -> Option<Entry<Slot<T>>> {
         if q.state.send_waiters == 0 {
             return None;
         }
@@ -72,13 +94,28 @@ impl<T> State<T> {
         q.state.send_waiters -= 1;
         Some(e)
     }
-    fn grant_recv(q: &mut Locked<'_, T>) -> Option<super::queue::Entry<Slot<T>>> {
+    /// Hand `v` to the first blocked receiver, if any: moved into its
+    /// cell, then granted (all under the lock). `Err(v)` if none waits.
+    fn hand_to_receiver(q: &mut Locked<'_, T>, v: T) -> Result<Entry<Slot<T>>, T> {
         if q.state.recv_waiters == 0 {
-            return None;
+            return Err(v);
         }
-        let e = q.grant_first_where(is_recv)?;
-        q.state.recv_waiters -= 1;
-        Some(e)
+        let mut v = Some(v);
+        let e = q.grant_first_where_then(is_recv, |p| {
+            if let (Slot::Recv(h), Some(v)) = (p, v.take()) {
+                // SAFETY: under the lock, on the entry just popped for
+                // granting and before its signal (`HandoffPtr::put`).
+                unsafe { h.put(v) };
+            }
+        });
+        match (e, v) {
+            (Some(e), None) => {
+                q.state.recv_waiters -= 1;
+                Ok(e)
+            }
+            (None, Some(v)) => Err(v),
+            _ => unreachable!("`fill` moves the value exactly when a receiver's entry is popped"),
+        }
     }
 }
 
@@ -281,11 +318,11 @@ impl std::error::Error for RecvTimeoutError {}
 impl<T> Chan<T> {
     /// Try to place `v` without waiting. `Err(v)` when it must wait.
     /// Returns a receiver to wake.
-    fn offer(&self, q: &mut Locked<'_, T>, v: T) -> Result<Option<super::queue::Entry<Slot<T>>>, T> {
-        if let Some(r) = State::grant_recv(q) {
-            q.state.buf.push_back(v);
-            return Ok(Some(r));
-        }
+    fn offer(&self, q: &mut Locked<'_, T>, v: T) -> Result<Option<Entry<Slot<T>>>, T> {
+        let v = match State::hand_to_receiver(q, v) {
+            Ok(r) => return Ok(Some(r)),
+            Err(v) => v,
+        };
         if q.state.cap.is_none_or(|c| q.state.buf.len() < c) {
             q.state.buf.push_back(v);
             return Ok(None);
@@ -295,13 +332,13 @@ impl<T> Chan<T> {
 
     /// Take a message without waiting; grants a blocked sender when that
     /// frees room for it (or hands its value over directly).
-    fn take(&self, q: &mut Locked<'_, T>) -> Option<(T, Option<super::queue::Entry<Slot<T>>>)> {
+    fn take(&self, q: &mut Locked<'_, T>) -> Option<(T, Option<Entry<Slot<T>>>)> {
         if let Some(v) = q.state.buf.pop_front() {
             let room = q.state.cap.is_none_or(|c| q.state.buf.len() < c);
             let mut woken = None;
             if room {
                 if let Some(mut e) = State::grant_send(q) {
-                    if let Slot::Send(sv) = std::mem::replace(&mut e.payload, Slot::Recv) {
+                    if let Slot::Send(sv) = std::mem::replace(&mut e.payload, Slot::Taken) {
                         q.state.buf.push_back(sv);
                     }
                     woken = Some(e);
@@ -310,9 +347,9 @@ impl<T> Chan<T> {
             return Some((v, woken));
         }
         let mut e = State::grant_send(q)?;
-        match std::mem::replace(&mut e.payload, Slot::Recv) {
+        match std::mem::replace(&mut e.payload, Slot::Taken) {
             Slot::Send(v) => Some((v, Some(e))),
-            Slot::Recv => unreachable!("selected a sender"),
+            Slot::Recv(_) | Slot::Taken => unreachable!("selected a sender with its value"),
         }
     }
 }
@@ -508,6 +545,9 @@ impl<T> Receiver<T> {
         let chan = &*self.chan;
         let mut spins = 0;
         loop {
+            // Where a sender puts the value for us: on this stack frame,
+            // which outlives our entry (`queue::Handoff`).
+            let cell = Handoff::new();
             let (id, node) = {
                 let mut q = chan.q.lock();
                 if let Some((v, w)) = chan.take(&mut q) {
@@ -532,23 +572,32 @@ impl<T> Receiver<T> {
                     continue;
                 }
                 q.state.recv_waiters += 1;
-                q.push(Slot::Recv)
+                q.push(Slot::Recv(cell.ptr()))
             };
-            // Unwound after a send granted us: pass the message on.
+            // Unwound (shutdown) after a send granted us: the value is in
+            // our cell; pass it to the next waiting receiver, or put it
+            // back at the front of the buffer (it is older than anything
+            // there: values go to waiting receivers only while the buffer
+            // is empty).
             let pass_on = || {
+                // SAFETY: we own the cell and our wait ended (the guard
+                // found our entry granted under the lock).
+                let Some(v) = (unsafe { cell.take() }) else { return };
                 let w = {
                     let mut q = chan.q.lock();
-                    if q.state.buf.is_empty() {
-                        None
-                    } else {
-                        State::grant_recv(&mut q)
+                    match State::hand_to_receiver(&mut q, v) {
+                        Ok(w) => Some(w),
+                        Err(v) => {
+                            q.state.buf.push_front(v);
+                            None
+                        }
                     }
                 };
                 if let Some(w) = w {
                     w.node.wake();
                 }
             };
-            chan.q.park_or_leave(
+            let out = chan.q.park_or_leave(
                 id,
                 &node,
                 deadline,
@@ -557,7 +606,13 @@ impl<T> Receiver<T> {
                 pass_on,
                 || chan.no_senders.load(Acquire),
             );
-            // Granted, timed out, closed or cancelled: the loop re-checks.
+            if let Outcome::Signalled = out {
+                // SAFETY: we own the cell and our wait ended (granted).
+                if let Some(v) = unsafe { cell.take() } {
+                    return Ok(v); // handed over: no second lock
+                }
+            }
+            // Timed out, closed or cancelled: the loop re-checks.
         }
     }
 

@@ -206,10 +206,22 @@ impl<S, P> Inner<S, P> {
     }
     /// Pop and signal the first waiter whose payload matches.
     pub(crate) fn grant_first_where(&mut self, f: impl Fn(&P) -> bool) -> Option<Entry<P>> {
+        self.grant_first_where_then(f, |_| {})
+    }
+    /// Pop the first waiter whose payload matches, run `fill` on its
+    /// payload (e.g. put a value into its [`Handoff`]), *then* signal it:
+    /// whatever `fill` writes is visible to the waiter once it sees the
+    /// signal, without the lock (the signal is a release store).
+    pub(crate) fn grant_first_where_then(
+        &mut self,
+        f: impl Fn(&P) -> bool,
+        fill: impl FnOnce(&mut P),
+    ) -> Option<Entry<P>> {
         let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
-        let e = self.waiters[i].entry.take()?;
+        let mut e = self.waiters[i].entry.take()?;
         self.live -= 1;
         self.clean_front();
+        fill(&mut e.payload);
         e.node.signal();
         Some(e)
     }
@@ -246,6 +258,80 @@ pub(crate) fn wake_all<P>(es: Vec<Entry<P>>) -> Vec<P> {
             e.payload
         })
         .collect()
+}
+
+/// A waiter's payload cell, on the waiter's own stack: a granter puts
+/// what the waiter waited for (a channel value) straight into it, under
+/// the queue lock and before the signal, so the woken waiter takes it
+/// without locking again (issue 15: one lock acquisition per hand-off).
+///
+/// # Why the cell outlives every write to it
+///
+/// The entry holds only a [`HandoffPtr`] to the cell. The waiter keeps the
+/// cell alive (does not return from the frame that owns it) until its wait
+/// ended, and a wait ends only in one of three ways, each of which orders
+/// the granter's write before the waiter's next access:
+///
+/// 1. the waiter sees its signal (an acquire load; the granter writes the
+///    cell, then signals with a release store, both under the lock, and
+///    never touches the cell again after the signal);
+/// 2. the waiter takes the lock to remove its own entry (timeout, close,
+///    cancellation) and finds it still queued: then nobody was granted and
+///    nobody will write the cell, since granting pops the entry under that
+///    lock;
+/// 3. the same, but the entry is gone: it was granted under the lock the
+///    waiter now holds, so the write happened before.
+///
+/// A forced unwind through the park (shutdown destroys the fiber) runs
+/// case 2 or 3 from a drop guard *before* the frame holding the cell is
+/// unwound, so the cell is still there; in case 3 the primitive passes
+/// the value on (`on_granted_unwind`). A fiber's stack does not move while
+/// it is suspended, and is unmapped only after that unwind, so a pointer
+/// into it stays valid for as long as the entry is queued. The loom model
+/// `handoff_grant_vs_leave` checks the three cases.
+pub(crate) struct Handoff<T> {
+    cell: crate::loom::cell::UnsafeCell<Option<T>>,
+}
+
+/// The entry's pointer to a waiter's [`Handoff`].
+pub(crate) struct HandoffPtr<T>(*const Handoff<T>);
+
+// SAFETY: the pointer is only dereferenced by a granter under the queue
+// lock, while the waiter is still queued (see `Handoff`), and it carries a
+// `T` from the granter's thread to the waiter's: so `T: Send` is enough.
+unsafe impl<T: Send> Send for HandoffPtr<T> {}
+
+impl<T> Handoff<T> {
+    pub(crate) fn new() -> Handoff<T> {
+        Handoff { cell: crate::loom::cell::UnsafeCell::new(None) }
+    }
+    /// The pointer to queue with the waiter's entry.
+    pub(crate) fn ptr(&self) -> HandoffPtr<T> {
+        HandoffPtr(self)
+    }
+    /// Take the handed-over value.
+    ///
+    /// # Safety
+    /// The caller is the waiter that owns the cell, and its wait ended
+    /// (cases 1-3 of the type's docs), so no granter writes concurrently.
+    pub(crate) unsafe fn take(&self) -> Option<T> {
+        // SAFETY: no concurrent access, by the caller's contract.
+        self.cell.with_mut(|p| unsafe { (*p).take() })
+    }
+}
+
+impl<T> HandoffPtr<T> {
+    /// Put `v` into the waiter's cell.
+    ///
+    /// # Safety
+    /// Called under the queue lock, on the payload of an entry just popped
+    /// for granting (`Inner::grant_first_where_then`'s `fill`), before its
+    /// signal: the waiter is still in its wait and reads the cell only
+    /// after the signal or after taking the lock (type docs of `Handoff`).
+    pub(crate) unsafe fn put(&self, v: T) {
+        // SAFETY: the cell is alive and unshared now, by the contract.
+        unsafe { (*self.0).cell.with_mut(|p| *p = Some(v)) }
+    }
 }
 
 /// How a `park` ended.
