@@ -868,3 +868,197 @@ fn no_deadlock_report_when_disabled() {
     assert_eq!(rt.block_on(move || rx.recv().unwrap()), 1);
     t.join().unwrap();
 }
+
+// ---------------------------------------------------------------- direct hand-off (issue 15)
+
+/// A value whose fate is recorded exactly once: received, returned to its
+/// sender, or dropped by the channel (buffered when the last receiver
+/// went). `marks[id]` counts how often value `id` met its end.
+struct Tok {
+    id: usize,
+    fate: u8,
+    marks: Arc<Vec<AtomicUsize>>,
+    fates: Arc<[AtomicUsize; 3]>,
+}
+const RECEIVED: u8 = 0;
+const RETURNED: u8 = 1;
+const DROPPED_BY_CHANNEL: u8 = 2;
+impl Drop for Tok {
+    fn drop(&mut self) {
+        self.marks[self.id].fetch_add(1, SeqCst);
+        self.fates[self.fate as usize].fetch_add(1, SeqCst);
+    }
+}
+
+/// Producers and consumers (fibers and a thread each) with short, uneven
+/// timeouts on both sides, so timeouts race with hand-offs into waiting
+/// receivers' cells and out of waiting senders' entries; then the channel
+/// closes from the sender side (`close_by_receivers == false`: every value
+/// must be received or returned) or from the receiver side mid-stream
+/// (values may also be dropped with the buffer). Every value must meet
+/// exactly one end.
+fn handoff_counted(cap: usize, close_by_receivers: bool) {
+    const PRODUCERS: usize = 4;
+    const PER: usize = 1500;
+    const TOTAL: usize = PRODUCERS * PER;
+    let rt = rt();
+    let marks: Arc<Vec<AtomicUsize>> = Arc::new((0..TOTAL).map(|_| AtomicUsize::new(0)).collect());
+    let fates: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
+    let (tx, rx) = channel::bounded::<Tok>(cap);
+    let timed_out = Arc::new(AtomicUsize::new(0));
+    let created = Arc::new(AtomicUsize::new(0));
+    let mut fibers = Vec::new();
+    let mut threads = Vec::new();
+    for c in 0..3usize {
+        let (rx, timed_out) = (rx.clone(), timed_out.clone());
+        // Receiver-side close: each consumer quits after its quota.
+        let quota = if close_by_receivers { TOTAL / 6 } else { usize::MAX };
+        let f = move || {
+            let mut got = 0;
+            let mut k = 0u64;
+            while got < quota {
+                k += 1;
+                // 0-40 us: often shorter than a hand-off under load.
+                let d = Duration::from_micros((k * 7 + c as u64 * 13) % 41);
+                match rx.recv_timeout(d) {
+                    Ok(mut t) => {
+                        t.fate = RECEIVED;
+                        got += 1;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        timed_out.fetch_add(1, SeqCst);
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        };
+        if c < 2 {
+            fibers.push(rt.spawn(f));
+        } else {
+            threads.push(std::thread::spawn(f));
+        }
+    }
+    drop(rx);
+    for p in 0..PRODUCERS {
+        let (tx, marks, fates, timed_out, created) =
+            (tx.clone(), marks.clone(), fates.clone(), timed_out.clone(), created.clone());
+        let f = move || {
+            for i in 0..PER {
+                let mut t = Tok { id: p * PER + i, fate: DROPPED_BY_CHANNEL, marks: marks.clone(), fates: fates.clone() };
+                created.fetch_add(1, SeqCst);
+                let mut k = 0u64;
+                loop {
+                    k += 1;
+                    let d = Duration::from_micros((k * 11 + i as u64) % 37);
+                    match tx.send_timeout(t, d) {
+                        Ok(()) => break,
+                        Err(TrySendError::Full(back)) => {
+                            timed_out.fetch_add(1, SeqCst);
+                            t = back;
+                        }
+                        Err(TrySendError::Disconnected(mut back)) => {
+                            back.fate = RETURNED;
+                            return; // the receivers are gone: drop the rest unsent
+                        }
+                    }
+                }
+            }
+        };
+        if p < 3 {
+            fibers.push(rt.spawn(f));
+        } else {
+            threads.push(std::thread::spawn(f));
+        }
+    }
+    drop(tx);
+    for h in fibers {
+        h.join().expect("fiber");
+    }
+    for t in threads {
+        t.join().expect("thread");
+    }
+    drop(rt);
+    let ended: usize = fates.iter().map(|f| f.load(SeqCst)).sum();
+    let once = marks.iter().filter(|m| m.load(SeqCst) == 1).count();
+    let what = format!(
+        "cap {cap}, close by receivers {close_by_receivers}: received {}, returned {}, dropped by the channel {}, \
+         {} timeouts",
+        fates[0].load(SeqCst),
+        fates[1].load(SeqCst),
+        fates[2].load(SeqCst),
+        timed_out.load(SeqCst)
+    );
+    println!("{what}");
+    assert!(marks.iter().all(|m| m.load(SeqCst) <= 1), "a value ended twice: {what}");
+    if close_by_receivers {
+        // Producers stop at the first `Disconnected`: the values they
+        // created each end once (none leaked in a cell or an entry).
+        assert_eq!(ended, created.load(SeqCst), "every created value ended: {what}");
+        assert_eq!(ended, once, "{what}");
+        assert!(fates[0].load(SeqCst) >= TOTAL / 2, "every consumer took its quota: {what}");
+    } else {
+        assert_eq!(once, TOTAL, "every value ended exactly once: {what}");
+        assert_eq!(fates[0].load(SeqCst), TOTAL, "with receivers to the end, every value is received: {what}");
+    }
+}
+
+#[test]
+fn handoff_every_value_counted_across_timeouts_rendezvous() {
+    handoff_counted(0, false);
+}
+
+#[test]
+fn handoff_every_value_counted_across_timeouts_cap2() {
+    handoff_counted(2, false);
+}
+
+#[test]
+fn handoff_every_value_counted_across_receiver_close() {
+    handoff_counted(0, true);
+    handoff_counted(1, true);
+}
+
+/// Shutdown destroys receivers that were handed a value (granted, queued,
+/// not run yet) or are still waiting: a handed value goes back to the
+/// channel (the next waiting receiver or the buffer), so after the runtime
+/// is gone every sent value is still received exactly once.
+#[test]
+fn handoff_value_survives_shutdown_of_its_receiver() {
+    for round in 0..20 {
+        let rt = Runtime::builder()
+            .workers(1)
+            .topology(Topology::uniform(1, 1))
+            .policy(Policy::RandomSteal)
+            .build()
+            .expect("runtime");
+        let (tx, rx) = channel::bounded::<u64>(0);
+        let got = Arc::new(AtomicUsize::new(0));
+        for _ in 0..3 {
+            let (rx, got) = (rx.clone(), got.clone());
+            rt.spawn(move || {
+                if let Ok(v) = rx.recv() {
+                    got.fetch_add(v as usize, SeqCst);
+                }
+            });
+        }
+        // Wait (generously) until the receivers are blocked: try_send
+        // succeeds only by handing a value to a waiting receiver.
+        let mut sent = 0;
+        let end = Instant::now() + Duration::from_secs(20);
+        while sent < 2 && Instant::now() < end {
+            match tx.try_send(1 << (10 * sent)) {
+                Ok(()) => sent += 1,
+                Err(_) => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+        assert_eq!(sent, 2, "round {round}: two receivers blocked in time");
+        // Shut down at once: the granted receivers may or may not have run.
+        drop(rt);
+        let mut rest = 0;
+        while let Ok(v) = rx.try_recv() {
+            rest += v as usize;
+        }
+        println!("round {round}: {} received by fibers, {} left in the channel", got.load(SeqCst), rest);
+        assert_eq!(got.load(SeqCst) + rest, 1 + (1 << 10), "round {round}: each value received exactly once");
+    }
+}
