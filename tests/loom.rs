@@ -15,7 +15,11 @@
 //!   `try_take_or_register`, the cancel-on-drop of an unrun fiber), with
 //!   loom's `Mutex`, atomics and `thread::park/unpark`;
 //! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
-//!   `Latch::set/wait`).
+//!   `Latch::set/wait`);
+//! * the channel's hand-off into a waiting receiver's cell
+//!   (`sync::queue::{Inner, Handoff, Node, Waker}`: push, grant with
+//!   `grant_first_where_then`, signal, remove), with a loom `Mutex` in
+//!   place of `WaitQueue`'s std lock and the receive loop re-stated.
 //!
 //! Stand-ins, because crossbeam-deque and corosensei are not loom-aware:
 //!
@@ -46,7 +50,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberState, ForkJob, IdleSet, JoinPacket, SlotModel};
+use numafiber::__loom::{FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -812,5 +816,51 @@ fn reactor_busy_poll_vs_idle() {
         w1.join().unwrap();
         w0.join().unwrap();
         assert_eq!(ran.load(SeqCst), 1);
+    });
+}
+
+// ---------------------------------------------------------------------
+// Channel hand-off into a waiting receiver's cell (issue 15)
+// ---------------------------------------------------------------------
+
+/// A receiver queued with a pointer to its cell; a sender moves a value
+/// into the cell and signals it under the lock, while the receiver looks
+/// at its signal once and then leaves (a timeout), removing its entry
+/// under the lock. Exactly one side ends up with the value (the receiver
+/// through its signal or by finding its entry granted, or the sender
+/// because nobody waited any more), and loom's cell checks that the
+/// sender's write is ordered before every read of the receiver, including
+/// one after the wait ended (no late write into a frame that is gone).
+#[test]
+fn handoff_grant_vs_leave() {
+    check("handoff_grant_vs_leave", None, || {
+        let q = Arc::new(HandoffQueue::new());
+        let cell = HandoffCell::new();
+        let w = q.push(&cell);
+        let q2 = q.clone();
+        let sender = thread::spawn(move || q2.send(7));
+        let got = q.wait(w, &cell, 1, false);
+        assert_eq!(cell.take_again(), None, "the wait ended: the cell is not written again");
+        let back = sender.join().unwrap();
+        assert_eq!(got.or(back), Some(7));
+        assert!(got.is_some() != back.is_some(), "exactly one side has the value: {got:?} {back:?}");
+    });
+}
+
+/// The same with a receiver that parks (`park_caller`) until signalled:
+/// the sender's wake-up (`Waker::wake`, a thread unpark) comes after the
+/// signal, so the receiver always gets the value and never hangs.
+#[test]
+fn handoff_grant_vs_park() {
+    check("handoff_grant_vs_park", None, || {
+        let q = Arc::new(HandoffQueue::new());
+        let cell = HandoffCell::new();
+        let w = q.push(&cell);
+        let q2 = q.clone();
+        let sender = thread::spawn(move || q2.send(7));
+        let got = q.wait(w, &cell, 2, true);
+        assert_eq!(sender.join().unwrap(), None, "a receiver waited: the value was handed over");
+        assert_eq!(got, Some(7));
+        assert_eq!(cell.take_again(), None);
     });
 }

@@ -107,7 +107,8 @@ pub(crate) struct Task {
     /// "Granted" flag of the wait queue entry this fiber waits on
     /// (`sync::queue`): cleared by the fiber when it queues itself, set by
     /// the granter, both under that queue's lock; read by the fiber.
-    pub(crate) wait_signalled: std::sync::atomic::AtomicBool,
+    /// A loom atomic under `cfg(loom)` (model `handoff_grant_vs_leave`).
+    pub(crate) wait_signalled: crate::loom::sync::atomic::AtomicBool,
     body: UnsafeCell<Body>,
 }
 
@@ -201,7 +202,7 @@ impl Task {
             last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
-            wait_signalled: std::sync::atomic::AtomicBool::new(false),
+            wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,

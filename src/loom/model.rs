@@ -487,3 +487,90 @@ impl<T> SlotModel<T> {
         self.0.generation()
     }
 }
+
+// ----- hand-off into a waiting receiver's cell (sync::queue::Handoff) -----
+
+use crate::sync::queue::{Handoff, HandoffPtr, Inner, Node};
+
+/// A wait queue of the channel's shape: the real `sync::queue::Inner`
+/// (push, `grant_first_where_then`, `remove`), the real `Node`/`Waker`
+/// signal flag (a loom atomic here) and the real `Handoff` cell, behind a
+/// loom `Mutex` standing in for `WaitQueue`'s std one. Entries carry a
+/// receiver's `HandoffPtr`, as `channel::Slot::Recv` does.
+pub struct HandoffQueue(::loom::sync::Mutex<Inner<(), HandoffPtr<u64>>>);
+
+/// A waiting receiver: its cell (on the waiter's stack, like
+/// `Receiver::recv_until`'s) and its handle on its wait.
+pub struct HandoffWaiter {
+    id: u64,
+    node: Node,
+}
+
+/// A receiver's cell; must stay where it is while its entry is queued.
+pub struct HandoffCell(Handoff<u64>);
+
+impl HandoffCell {
+    pub fn new() -> HandoffCell {
+        HandoffCell(Handoff::new())
+    }
+    /// The waiter reads its cell again once its wait ended (a second
+    /// access loom checks against any late write of the granter).
+    pub fn take_again(&self) -> Option<u64> {
+        // SAFETY: the caller's wait ended (the model's contract).
+        unsafe { self.0.take() }
+    }
+}
+
+impl HandoffQueue {
+    pub fn new() -> HandoffQueue {
+        HandoffQueue(::loom::sync::Mutex::new(Inner::new(())))
+    }
+    /// `recv_until`'s queueing step: push an entry pointing at `cell`.
+    pub fn push(&self, cell: &HandoffCell) -> HandoffWaiter {
+        let (id, node) = self.0.lock().unwrap().push(cell.0.ptr());
+        HandoffWaiter { id, node }
+    }
+    /// `Chan::offer` finding a waiting receiver (`hand_to_receiver`): move
+    /// `v` into its cell, signal, unlock, wake. `Some(v)` back when no
+    /// receiver waits.
+    pub fn send(&self, v: u64) -> Option<u64> {
+        let mut v = Some(v);
+        let e = self.0.lock().unwrap().grant_first_where_then(
+            |_| true,
+            |h| {
+                if let Some(v) = v.take() {
+                    // SAFETY: under the lock, on the entry just popped,
+                    // before its signal.
+                    unsafe { h.put(v) }
+                }
+            },
+        );
+        if let Some(e) = e {
+            e.node.wake();
+        }
+        v
+    }
+    /// The receiver's side of `park_or_leave` + `recv_until`: look at the
+    /// signal up to `looks` times (parking in between when `park`), then
+    /// leave (a timeout): remove the entry under the lock; if it is gone it
+    /// was granted. Returns the value from the cell, if granted.
+    pub fn wait(&self, w: HandoffWaiter, cell: &HandoffCell, looks: usize, park: bool) -> Option<u64> {
+        for _ in 0..looks {
+            if w.node.is_signalled() {
+                
+                // SAFETY: granted (case 1 of `Handoff`'s docs).
+                return unsafe { cell.0.take() };
+            }
+            if park {
+                ::loom::thread::park();
+            }
+        }
+        let removed = self.0.lock().unwrap().remove(w.id).is_some();
+        if removed {
+            None // case 2: nobody wrote the cell, nobody will
+        } else {
+            // SAFETY: case 3: granted under the lock we just held.
+            unsafe { cell.0.take() }
+        }
+    }
+}

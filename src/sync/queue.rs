@@ -42,7 +42,7 @@
 //! `spawn_pinned` fibers go back to their own worker (`Shared::reschedule`).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
 use std::time::Instant;
 
@@ -174,6 +174,9 @@ struct Slot<P> {
 }
 
 impl<S, P> Inner<S, P> {
+    pub(crate) const fn new(state: S) -> Self {
+        Inner { state, waiters: VecDeque::new(), live: 0, next_id: 0 }
+    }
     /// Queue the caller; returns what `park` needs.
     pub(crate) fn push(&mut self, payload: P) -> (u64, Node) {
         let id = self.next_id;
@@ -238,7 +241,9 @@ impl<S, P> Inner<S, P> {
     pub(crate) fn nodes(&self) -> Vec<Waker> {
         self.waiters.iter().filter_map(|s| s.entry.as_ref().map(|e| e.node.clone_ref())).collect()
     }
-    fn remove(&mut self, id: u64) -> Option<Entry<P>> {
+    /// The waiter `id` leaves on its own: its entry, or `None` when it was
+    /// granted (popped) already.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<Entry<P>> {
         let i = self.waiters.binary_search_by_key(&id, |s| s.id).ok()?;
         let e = self.waiters[i].entry.take()?;
         self.live -= 1;
@@ -365,7 +370,7 @@ pub(crate) struct WaitQueue<S, P = ()> {
 
 impl<S, P> WaitQueue<S, P> {
     pub(crate) const fn new(state: S) -> Self {
-        WaitQueue { inner: StdMutex::new(Inner { state, waiters: VecDeque::new(), live: 0, next_id: 0 }) }
+        WaitQueue { inner: StdMutex::new(Inner::new(state)) }
     }
 
     /// Take the internal lock (never held across a park or user code, so
