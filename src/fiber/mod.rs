@@ -116,6 +116,25 @@ fn current_shared() -> Option<Arc<Shared>> {
     (!w.is_null()).then(|| unsafe { (*w).shared.clone() })
 }
 
+/// The running fiber's runtime, as a pointer (no count); null off a
+/// worker. The `Arc` behind it lives while this thread's worker runs.
+#[inline]
+pub(crate) fn current_shared_ptr() -> *const Shared {
+    let w = tls::worker_ptr();
+    // SAFETY: a non-null WORKER points to this thread's live worker.
+    if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
+}
+
+/// A new strong reference to the running task, and its worker's runtime
+/// as a pointer (no count): what a wait-queue entry needs (`sync::queue`).
+pub(crate) fn current_task_ref_and_shared_ptr() -> Option<(TaskRef, *const Shared)> {
+    let s = current_shared_ptr();
+    if s.is_null() {
+        return None;
+    }
+    Some((current_task_ref()?, s))
+}
+
 pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
     let t = current_task_ref()?;
     let s = current_shared()?;

@@ -99,34 +99,112 @@ pub(crate) struct Waker {
 enum WakerKind {
     /// The entry's own strong reference to the task is what `wake` pushes
     /// to a run queue: no further reference counting on the hand-off.
-    Fiber { task: TaskRef, shared: Arc<Shared> },
+    Fiber { task: TaskRef, shared: SharedRef },
     Thread(Arc<ThreadFlag>),
+}
+
+/// The waiting fiber's runtime, as its entry sees it: a plain pointer
+/// while queued (no reference count per wait, issue 15), turned into a
+/// counted reference by `Waker::signal` (under the queue lock) unless the
+/// granter runs on a worker of that same runtime.
+///
+/// Why the pointer is valid whenever it is used:
+///
+/// - *While the entry is queued*, the waiting fiber is inside its wait
+///   (it leaves only by seeing its signal, or by removing its entry under
+///   the queue lock). Its runtime's `Shared` outlives every fiber of it:
+///   the workers and the `Runtime` hold `Arc`s until the shutdown drain has
+///   destroyed every fiber, and destroying this one unwinds its wait, whose
+///   drop guard takes the queue lock. So whoever holds the queue lock and
+///   sees the entry may dereference the pointer, and may add a count.
+/// - *After the lock is dropped* (`Waker::wake`), the waiter may be gone
+///   and its runtime shut down. Then the pointer is used only if
+///   `signal` or `clone_ref` made it counted (`owned`), or if the thread
+///   that granted runs a worker of that runtime: a worker's `WorkerLocal`
+///   holds an `Arc<Shared>` for as long as its thread runs fibers, and
+///   every granter wakes right after unlocking, without suspending in
+///   between (so it is still on that worker).
+struct SharedRef {
+    /// Built with `Arc::from_raw` from a live `Arc`'s pointer; dropped
+    /// (one count released) only if `owned`.
+    arc: std::mem::ManuallyDrop<Arc<Shared>>,
+    owned: bool,
+}
+
+impl SharedRef {
+    /// A borrowed view of the calling worker's runtime.
+    ///
+    /// # Safety
+    /// `p` comes from `Arc::as_ptr` of a live `Arc<Shared>`, and the
+    /// caller follows the rules of the type's docs.
+    unsafe fn borrowed(p: *const Shared) -> SharedRef {
+        // SAFETY: `p` is an `Arc`'s pointer (caller); the `ManuallyDrop`
+        // keeps the count unchanged.
+        SharedRef { arc: std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) }), owned: false }
+    }
+    /// Under the queue lock: keep the runtime alive past the unlock unless
+    /// this thread is one of its workers.
+    #[inline]
+    fn own_unless_local(&mut self) {
+        if !self.owned && crate::fiber::current_shared_ptr() != Arc::as_ptr(&self.arc) {
+            // SAFETY: under the queue lock with the entry still ours to
+            // grant: the runtime is alive (type docs), so a count may be
+            // added; `owned` makes our drop release it.
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(&self.arc)) };
+            self.owned = true;
+        }
+    }
+    /// The same view again (see `own_unless_local`): call under the lock.
+    fn clone_under_lock(&self) -> SharedRef {
+        // SAFETY: under the queue lock, entry queued: alive (type docs).
+        let mut r = unsafe { SharedRef::borrowed(Arc::as_ptr(&self.arc)) };
+        r.own_unless_local();
+        r
+    }
+}
+
+impl Drop for SharedRef {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: we added this count in `own_unless_local`, and drop
+            // the `ManuallyDrop` exactly once.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.arc) }
+        }
+    }
 }
 
 impl Waker {
     /// Mark as granted; call under the queue lock, after popping.
     #[inline]
-    pub(crate) fn signal(&self) {
-        match &self.kind {
-            WakerKind::Fiber { task, .. } => task.wait_signalled.store(true, Release),
+    pub(crate) fn signal(&mut self) {
+        match &mut self.kind {
+            WakerKind::Fiber { task, shared } => {
+                shared.own_unless_local();
+                task.wait_signalled.store(true, Release)
+            }
             WakerKind::Thread(f) => f.signalled.store(true, Release),
         }
     }
-    /// Wake the waiter; call after dropping the queue lock.
+    /// Wake the waiter; call after dropping the queue lock, without
+    /// suspending since the lock was held (see `SharedRef`).
     #[inline]
     pub(crate) fn wake(self) {
         match self.kind {
-            WakerKind::Fiber { task, shared } => shared.wake(task),
+            // `shared` is counted, or this thread is one of its workers.
+            WakerKind::Fiber { task, shared } => shared.arc.wake(task),
             WakerKind::Thread(f) => {
                 crate::sync::deadlock::note_thread_wake();
                 f.thread.unpark()
             }
         }
     }
+    /// Call under the queue lock.
     fn clone_ref(&self) -> Waker {
         Waker {
             kind: match &self.kind {
-                WakerKind::Fiber { task, shared } => WakerKind::Fiber { task: task.clone(), shared: shared.clone() },
+                WakerKind::Fiber { task, shared } => {
+                    WakerKind::Fiber { task: task.clone(), shared: shared.clone_under_lock() }
+                }
                 WakerKind::Thread(f) => WakerKind::Thread(f.clone()),
             },
         }
@@ -137,9 +215,12 @@ impl Waker {
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
 fn new_waiter() -> (Node, Waker) {
-    if let Some((task, shared)) = crate::fiber::current_task_and_shared() {
+    if let Some((task, shared)) = crate::fiber::current_task_ref_and_shared_ptr() {
         task.wait_signalled.store(false, Relaxed);
         let node = Node { kind: NodeKind::Fiber(Arc::as_ptr(&task)) };
+        // SAFETY: `shared` is this worker's live `Arc<Shared>`'s pointer,
+        // and the entry follows `SharedRef`'s rules.
+        let shared = unsafe { SharedRef::borrowed(shared) };
         (node, Waker { kind: WakerKind::Fiber { task, shared } })
     } else {
         let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: crate::loom::thread::current() });
@@ -195,7 +276,7 @@ impl<S, P> Inner<S, P> {
     /// Pop and signal the first waiter; the caller wakes it after unlocking.
     pub(crate) fn grant_first(&mut self) -> Option<Entry<P>> {
         self.clean_front();
-        let e = self.waiters.pop_front()?.entry?;
+        let mut e = self.waiters.pop_front()?.entry?;
         self.live -= 1;
         self.clean_front();
         e.node.signal();
@@ -230,9 +311,9 @@ impl<S, P> Inner<S, P> {
     }
     /// Pop and signal every waiter.
     pub(crate) fn grant_all(&mut self) -> Vec<Entry<P>> {
-        let v: Vec<_> = self.waiters.drain(..).filter_map(|s| s.entry).collect();
+        let mut v: Vec<_> = self.waiters.drain(..).filter_map(|s| s.entry).collect();
         self.live = 0;
-        for e in &v {
+        for e in &mut v {
             e.node.signal();
         }
         v
