@@ -125,14 +125,13 @@ pub(crate) fn current_shared_ptr() -> *const Shared {
     if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
 }
 
-/// A new strong reference to the running task, and its worker's runtime
-/// as a pointer (no count): what a wait-queue entry needs (`sync::queue`).
-pub(crate) fn current_task_ref_and_shared_ptr() -> Option<(TaskRef, *const Shared)> {
+/// The running task and its worker's runtime, as pointers (no counts):
+/// what a wait-queue entry needs (`sync::queue`). `None` off a worker or
+/// outside a fiber.
+pub(crate) fn current_task_and_shared_ptrs() -> Option<(*const Task, *const Shared)> {
     let s = current_shared_ptr();
-    if s.is_null() {
-        return None;
-    }
-    Some((current_task_ref()?, s))
+    let t = tls::current_task_ptr();
+    (!s.is_null() && !t.is_null()).then_some((t, s))
 }
 
 pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {

@@ -21,6 +21,14 @@
 //!    `PARKED -> QUEUED` (AcqRel) and pushes the task to a queue. If the
 //!    worker's CAS fails, a wake-up arrived while the fiber was still running
 //!    (`NOTIFIED` bit set): the worker consumes the token and requeues.
+//!    **A parked task owns one strong reference to itself**: the worker's
+//!    queue reference, which it forgets instead of dropping when its CAS
+//!    succeeds. Whoever moves the task out of `PARKED` takes that reference
+//!    over: a waker that won `PARKED -> QUEUED` pushes it (a wait-queue
+//!    grant, `sync::queue::Waker`, which holds only a pointer), or releases
+//!    it because it pushes its own (`Shared::wake`); the drain's
+//!    `PARKED -> DONE` releases it (`runtime::destroy`). So a park/wake
+//!    through a wait queue counts no reference (issue 15).
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
 //!    touched again except to drop it by the last `TaskRef`.
 //! 7. During shutdown the single draining thread may CAS `QUEUED|PARKED ->
@@ -272,15 +280,23 @@ impl Task {
 
     /// Step 7, shutdown only: take the permission from a queued or parked
     /// task in order to destroy it.
+    #[allow(dead_code)] // the loom models' entry point; the drain uses `cancel`
     pub(crate) fn transition_to_cancelled(&self) -> bool {
+        self.cancel().is_some()
+    }
+
+    /// `transition_to_cancelled`, saying whether the task was `PARKED`
+    /// (`Some(true)`: the caller now owns the task's reference to itself,
+    /// step 5) or `QUEUED` (`Some(false)`).
+    pub(crate) fn cancel(&self) -> Option<bool> {
         let mut s = self.state.load(Acquire);
         loop {
             let l = s & LIFECYCLE;
             if l != QUEUED && l != PARKED {
-                return false;
+                return None;
             }
             match self.state.compare_exchange_weak(s, DONE, AcqRel, Acquire) {
-                Ok(_) => return true,
+                Ok(_) => return Some(l == PARKED),
                 Err(a) => s = a,
             }
         }
@@ -298,7 +314,8 @@ impl Task {
     }
 
     /// Wake the task. Returns `true` when the caller gained the run
-    /// permission and must push the task to a queue.
+    /// permission and must push the task to a queue; it then also owns the
+    /// parked task's reference to itself (step 5).
     pub(crate) fn transition_to_notified(&self) -> bool {
         let mut s = self.state.load(Acquire);
         loop {

@@ -885,8 +885,14 @@ fn register_fork_handler() {
 /// Destroy a queued or parked fiber during the drain (single thread).
 /// Returns whether this call destroyed it.
 pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
-    if !t.transition_to_cancelled() {
+    let Some(was_parked) = t.cancel() else {
         return false;
+    };
+    if was_parked {
+        // SAFETY: a parked task holds one reference to itself, which
+        // `PARKED -> DONE` handed to us (`fiber::task`, step 5); `t` keeps
+        // the count above zero.
+        unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }
     t.cancelling.set(true);
     let prev = tls::replace_current_task(&**t);

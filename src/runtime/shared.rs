@@ -284,6 +284,11 @@ impl Shared {
     /// Wake a parked fiber (or leave a token if it is still running).
     pub(crate) fn wake(self: &Arc<Self>, task: TaskRef) {
         if task.transition_to_notified() {
+            // We push our own reference: release the one the parked task
+            // held on itself (`fiber::task`, step 5).
+            // SAFETY: that reference exists (we won `PARKED -> QUEUED`),
+            // and ours keeps the count above zero.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
             self.reschedule(task);
         }
     }

@@ -97,11 +97,27 @@ pub(crate) struct Waker {
 }
 
 enum WakerKind {
-    /// The entry's own strong reference to the task is what `wake` pushes
-    /// to a run queue: no further reference counting on the hand-off.
-    Fiber { task: TaskRef, shared: SharedRef },
+    /// A queued fiber: its task as a pointer (no count; alive while the
+    /// entry is queued, see below) and, once `signal` moved it out of
+    /// `PARKED` under the lock, the task's reference to itself that it
+    /// held while parked (`fiber::task`, step 5), which `wake` pushes to a
+    /// run queue. A wait through the queue counts no task reference.
+    ///
+    /// The pointer is dereferenced only under the queue lock while the
+    /// entry is (or was, in the same critical section) queued: the fiber
+    /// is then inside its wait, so its task is referenced by whoever holds
+    /// its run permission (a worker, a queue, or the parked task itself).
+    Fiber { task: *const Task, shared: SharedRef, run: Option<TaskRef> },
+    /// A copy for a wake-up without a grant (`Inner::nodes`): the waiter
+    /// may leave before it is woken, so this one holds a counted reference.
+    FiberRef { task: TaskRef, shared: SharedRef },
     Thread(Arc<ThreadFlag>),
 }
+
+// SAFETY: `task` is a pointer to a `Sync` `Task` that is dereferenced only
+// under the queue lock (see the variant's docs); the other fields are
+// `Send`. Entries move between threads only inside the queue's mutex.
+unsafe impl Send for WakerKind {}
 
 /// The waiting fiber's runtime, as its entry sees it: a plain pointer
 /// while queued (no reference count per wait, issue 15), turned into a
@@ -176,12 +192,32 @@ impl Drop for SharedRef {
 impl Waker {
     /// Mark as granted; call under the queue lock, after popping.
     #[inline]
+    ///
+    /// For a fiber this also performs the wake-up's state transition
+    /// (`Task::transition_to_notified`) here, under the lock, while the
+    /// task is certainly alive: after the signal the waiter may return and
+    /// finish at once, and `wake` must then not touch it. Winning
+    /// `PARKED -> QUEUED` hands us the parked task's own reference, which
+    /// `wake` pushes; otherwise the fiber has not parked yet and keeps a
+    /// token (or is being destroyed), and `wake` does nothing for it.
+    /// Every signalled waker must be woken (`wake`), or a fiber moved out
+    /// of `PARKED` here would never be pushed.
     pub(crate) fn signal(&mut self) {
         match &mut self.kind {
-            WakerKind::Fiber { task, shared } => {
+            WakerKind::Fiber { task, shared, run } => {
                 shared.own_unless_local();
-                task.wait_signalled.store(true, Release)
+                // SAFETY: under the queue lock, on an entry just popped
+                // (the variant's docs): the task is alive.
+                let t = unsafe { &**task };
+                t.wait_signalled.store(true, Release);
+                if t.transition_to_notified() {
+                    // SAFETY: we won `PARKED -> QUEUED`, so we own the
+                    // reference the parked task held on itself
+                    // (`fiber::task`, step 5), made by `Arc` from `task`.
+                    *run = Some(unsafe { Arc::from_raw(*task) });
+                }
             }
+            WakerKind::FiberRef { task, .. } => task.wait_signalled.store(true, Release),
             WakerKind::Thread(f) => f.signalled.store(true, Release),
         }
     }
@@ -191,7 +227,12 @@ impl Waker {
     pub(crate) fn wake(self) {
         match self.kind {
             // `shared` is counted, or this thread is one of its workers.
-            WakerKind::Fiber { task, shared } => shared.arc.wake(task),
+            WakerKind::Fiber { run, shared, .. } => {
+                if let Some(task) = run {
+                    shared.arc.reschedule(task);
+                }
+            }
+            WakerKind::FiberRef { task, shared } => shared.arc.wake(task),
             WakerKind::Thread(f) => {
                 crate::sync::deadlock::note_thread_wake();
                 f.thread.unpark()
@@ -202,8 +243,17 @@ impl Waker {
     fn clone_ref(&self) -> Waker {
         Waker {
             kind: match &self.kind {
-                WakerKind::Fiber { task, shared } => {
-                    WakerKind::Fiber { task: task.clone(), shared: shared.clone_under_lock() }
+                WakerKind::Fiber { task, shared, .. } => {
+                    // SAFETY: under the queue lock, entry queued: the task
+                    // is alive (variant docs), so a count may be added.
+                    let task = unsafe {
+                        Arc::increment_strong_count(*task);
+                        Arc::from_raw(*task)
+                    };
+                    WakerKind::FiberRef { task, shared: shared.clone_under_lock() }
+                }
+                WakerKind::FiberRef { task, shared } => {
+                    WakerKind::FiberRef { task: task.clone(), shared: shared.clone_under_lock() }
                 }
                 WakerKind::Thread(f) => WakerKind::Thread(f.clone()),
             },
@@ -215,13 +265,14 @@ impl Waker {
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
 fn new_waiter() -> (Node, Waker) {
-    if let Some((task, shared)) = crate::fiber::current_task_ref_and_shared_ptr() {
-        task.wait_signalled.store(false, Relaxed);
-        let node = Node { kind: NodeKind::Fiber(Arc::as_ptr(&task)) };
+    if let Some((task, shared)) = crate::fiber::current_task_and_shared_ptrs() {
+        // SAFETY: the running fiber's own task, alive while it runs.
+        unsafe { (*task).wait_signalled.store(false, Relaxed) };
+        let node = Node { kind: NodeKind::Fiber(task) };
         // SAFETY: `shared` is this worker's live `Arc<Shared>`'s pointer,
         // and the entry follows `SharedRef`'s rules.
         let shared = unsafe { SharedRef::borrowed(shared) };
-        (node, Waker { kind: WakerKind::Fiber { task, shared } })
+        (node, Waker { kind: WakerKind::Fiber { task, shared, run: None } })
     } else {
         let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: crate::loom::thread::current() });
         (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })

@@ -547,7 +547,11 @@ impl WorkerLocal {
                     shared.registry.insert(&task);
                 }
                 Counters::bump(&self.counters().parks, 1);
-                if !task.transition_to_parked() {
+                if task.transition_to_parked() {
+                    // The parked task owns this reference now; its waker
+                    // takes it over (`fiber::task`, step 5).
+                    std::mem::forget(task);
+                } else {
                     // A wake-up raced with the suspension: run it again.
                     self.deque.push(Runnable::Task(task));
                 }
