@@ -43,7 +43,12 @@
 //! instructions and **never across a park, a wake-up or user code**, so it
 //! cannot block a worker for long and cannot deadlock with fibers. A waiter
 //! is granted by being popped from the FIFO (hand-off), then woken; wake-ups
-//! that arrive before the park are kept as a token, so none is lost.
+//! that arrive before the park are kept as a token, so none is lost. The
+//! granter hands over what was waited for *into* the waiter (a channel
+//! value goes into a cell on the blocked receiver's stack), so a hand-off
+//! takes the internal lock once on each side and the woken waiter returns
+//! without locking again; a fiber's wait allocates nothing and counts no
+//! reference (issue 15).
 //!
 //! A fiber parked here may be resumed by a worker of another NUMA node (it
 //! migrates); fibers spawned with

@@ -11,21 +11,29 @@
 //! (`Mutex` does).
 //!
 //! 1. *Wait.* Under the lock the caller sees it must wait, pushes an
-//!    [`Entry`] (its id, a [`Waker`] owning a reference to the parked fiber
-//!    and its runtime, or to a thread's flag, and an optional payload `P`,
-//!    e.g. a value a blocked sender offers), drops the lock and calls
-//!    [`WaitQueue::park`] with its own [`Node`]. A fiber's "granted" flag
-//!    is intrusive (`Task::wait_signalled`; a fiber waits in one queue at a
-//!    time), so a fiber's wait allocates nothing, and the entry's task
-//!    reference is the one the grant pushes to a run queue (issue 15: no
-//!    `Arc<Node>`, two reference counts per wait instead of seven).
+//!    [`Entry`] (its id, a [`Waker`], and an optional payload `P`: a value
+//!    a blocked sender offers, or a pointer to a blocked receiver's
+//!    [`Handoff`] cell), drops the lock and calls [`WaitQueue::park`] with
+//!    its own [`Node`]. A fiber's "granted" flag is intrusive
+//!    (`Task::wait_signalled`; a fiber waits in one queue at a time), and
+//!    its entry holds its task and runtime as plain pointers, valid while
+//!    the entry is queued (`WakerKind::Fiber`, `SharedRef`): a fiber's
+//!    wait allocates nothing and counts no reference (issue 15; a thread's
+//!    wait allocates a small flag).
 //! 2. *Grant.* A releaser, under the lock, pops the first entry (FIFO) and
 //!    hands it whatever it waited for (the mutex stays locked and changes
-//!    owner; a permit; a taken value), then calls [`Waker::signal`] and, after
-//!    dropping the lock, [`Waker::wake`]. **Being popped is being granted**:
-//!    the signal flag only lets the waiter notice without taking the lock.
-//!    After the lock is dropped the granter touches only what its entry
-//!    owns: the waiter may already have seen its flag and moved on.
+//!    owner; a permit; a value moved into the receiver's cell), then calls
+//!    [`Waker::signal`] and, after dropping the lock, [`Waker::wake`].
+//!    **Being popped is being granted**: the signal flag only lets the
+//!    waiter notice without taking the lock. For a fiber, `signal` also
+//!    moves it out of `PARKED` (or leaves a token), under the lock, and
+//!    takes over the reference the parked task holds on itself
+//!    (`fiber::task`, step 5), because after the signal the waiter may run
+//!    on and finish. After the lock is dropped the granter touches only
+//!    what its entry owns: that reference, and its runtime (counted by
+//!    `signal` unless the granter is a worker of the same runtime). So a
+//!    hand-off is one lock acquisition by the waiter (to queue) and one by
+//!    the granter; the woken waiter does not lock again.
 //! 3. *Park.* `park` loops on the flag around `park_caller` (which may
 //!    return spuriously, and keeps a token when the wake-up comes before the
 //!    park, like `std::thread::park`), so no wake-up is lost between step 1
