@@ -615,6 +615,7 @@ impl WorkerLocal {
             let mut pool = self.stacks.borrow_mut();
             me.counters.stacks_mapped.store(pool.mapped, Relaxed);
             pool.trim();
+            shared.stacks.trim_spill();
             // Fallback: fibers wait for a stack somewhere; our free ones
             // must not sit in a pool meanwhile.
             shared.stacks.budgeted() && shared.stacks.starved() != 0 && pool.release_free() != 0

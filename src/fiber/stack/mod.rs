@@ -43,7 +43,9 @@
 //! other carve a new one with a guard `madvise`: two TLB shootdowns per
 //! fiber. The spill keeps at most `WARM_POOL` warm stacks per node and
 //! class; beyond that, the stacks handed to it are given back to the kernel
-//! whole (`MADV_DONTNEED`) and kept cold. Fallback stacks (own mappings,
+//! whole and kept cold, `WARM_POOL` at a time or when a worker goes idle,
+//! sorted by address so that neighbours in a slab go in one
+//! `madvise(MADV_DONTNEED)` (guard markers survive it). Fallback stacks (own mappings,
 //! with a budget) do not spill: above `WARM_POOL` the oldest warm one is
 //! given back whole, as before.
 
@@ -379,6 +381,8 @@ pub(crate) struct Stacks {
     /// Before `slabs`: dropped first (a carved stack's drop touches no
     /// memory anyway).
     spill: Mutex<Vec<Spilled>>,
+    /// Some `Spilled::surplus` is not empty (a hint for `trim_spill`).
+    surplus_pending: std::sync::atomic::AtomicBool,
     pub(crate) slabs: Slabs,
     /// Fibers waiting for a fallback stack, per worker.
     starved: Box<[AtomicUsize]>,
@@ -392,6 +396,7 @@ impl Stacks {
             mode,
             guard: os::guard_kind(),
             spill: Mutex::new(Vec::new()),
+            surplus_pending: std::sync::atomic::AtomicBool::new(false),
             slabs: Slabs::default(),
             starved: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             starved_total: AtomicUsize::new(0),
@@ -453,8 +458,43 @@ struct Spilled {
     class: u32,
     /// Pages kept (trimmed below their warm top), at most `WARM_POOL`.
     warm: Vec<FiberStack>,
+    /// Beyond `warm`'s cap, not given back yet: `trim_surplus` gives them
+    /// back together once there are `WARM_POOL` of them, or when a worker
+    /// goes idle.
+    surplus: Vec<FiberStack>,
     /// Given back to the kernel whole.
     cold: Vec<FiberStack>,
+}
+
+impl Spilled {
+    /// Give the surplus stacks' pages back and keep them cold. Stacks that
+    /// are neighbours in their slab (sorted by address, one guard page
+    /// apart) go in one `madvise(MADV_DONTNEED)` over the run, guard pages
+    /// included: guard markers survive `MADV_DONTNEED` (they are PTE
+    /// markers, not pages), so one TLB shootdown covers the whole run.
+    fn trim_surplus(&mut self) {
+        if self.surplus.is_empty() {
+            return;
+        }
+        let page = os::page_size();
+        self.surplus.sort_unstable_by_key(|s| s.lo);
+        let mut run: Option<(usize, usize)> = None;
+        for s in &mut self.surplus {
+            s.dirty = false;
+            run = match run {
+                Some((lo, top)) if s.lo == top + page => Some((lo, s.top)),
+                Some((lo, top)) => {
+                    os::discard(lo, top - lo);
+                    Some((s.lo, s.top))
+                }
+                None => Some((s.lo, s.top)),
+            };
+        }
+        if let Some((lo, top)) = run {
+            os::discard(lo, top - lo);
+        }
+        self.cold.append(&mut self.surplus);
+    }
 }
 
 impl Stacks {
@@ -465,7 +505,7 @@ impl Stacks {
         let i = match sp.iter().position(|e| e.node == node && e.class == class) {
             Some(i) => i,
             None => {
-                sp.push(Spilled { node, class, warm: Vec::new(), cold: Vec::new() });
+                sp.push(Spilled { node, class, warm: Vec::new(), surplus: Vec::new(), cold: Vec::new() });
                 sp.len() - 1
             }
         };
@@ -475,30 +515,52 @@ impl Stacks {
                 s.trim_below_warm_top();
                 e.warm.push(s);
             } else {
-                s.trim_whole();
-                e.cold.push(s);
+                e.surplus.push(s);
             }
         }
+        if e.surplus.len() >= WARM_POOL {
+            e.trim_surplus();
+        }
+        let pending = sp.iter().any(|e| !e.surplus.is_empty());
+        self.surplus_pending.store(pending, Relaxed);
+    }
+
+    /// A worker goes idle: give back the spill's surplus (see `Spilled`).
+    pub(crate) fn trim_spill(&self) {
+        if !self.surplus_pending.load(Relaxed) {
+            return;
+        }
+        let mut sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
+        for e in sp.iter_mut() {
+            e.trim_surplus();
+        }
+        self.surplus_pending.store(false, Relaxed);
     }
 
     /// Move up to `SPILL_BATCH` spilled stacks of `class` for `node` into
-    /// `c` (warm ones on top). Returns whether any came.
+    /// `c`: warm ones first, then the surplus (warm too, but possibly dirty
+    /// below the warm top: the pool's idle trim checks them), then cold
+    /// ones (below the warm ones in `c.free`). Returns whether any came.
     fn unspill(&self, node: Option<usize>, class: u32, c: &mut Class) -> bool {
         let mut sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
         let Some(e) = sp.iter_mut().find(|e| e.node == node && e.class == class) else { return false };
         let nw = e.warm.len().min(SPILL_BATCH);
-        let nc = e.cold.len().min(SPILL_BATCH - nw);
-        if nw + nc == 0 {
+        let ns = e.surplus.len().min(SPILL_BATCH - nw);
+        let nc = e.cold.len().min(SPILL_BATCH - nw - ns);
+        if nw + ns + nc == 0 {
             return false;
         }
-        // Cold ones below the warm ones (the pool's `free` keeps its warm
-        // stacks last).
         let at = c.free.len() - c.warm;
         let cold = e.cold.len() - nc;
         c.free.splice(at..at, e.cold.drain(cold..));
+        let surplus = e.surplus.len() - ns;
+        c.free.extend(e.surplus.drain(surplus..).map(|mut s| {
+            s.dirty = true;
+            s
+        }));
         let warm = e.warm.len() - nw;
         c.free.extend(e.warm.drain(warm..));
-        c.warm += nw;
+        c.warm += nw + ns;
         true
     }
 
@@ -506,7 +568,7 @@ impl Stacks {
     #[cfg(test)]
     fn spilled(&self) -> (usize, usize) {
         let sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
-        sp.iter().fold((0, 0), |(w, c), e| (w + e.warm.len(), c + e.cold.len()))
+        sp.iter().fold((0, 0), |(w, c), e| (w + e.warm.len() + e.surplus.len(), c + e.cold.len()))
     }
 }
 

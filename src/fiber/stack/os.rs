@@ -114,7 +114,9 @@ pub(crate) fn discard(addr: usize, len: usize) {
     if len == 0 {
         return;
     }
-    // SAFETY: a range of one of our stacks that no fiber uses right now.
+    // SAFETY: a range of our stacks that no fiber uses right now (one
+    // stack, or neighbouring stacks of a slab with the guard pages between
+    // them, whose markers `MADV_DONTNEED` keeps).
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
 }
 
