@@ -28,6 +28,11 @@ fn fib(n: u64) -> u64 {
     a + b
 }
 
+/// The worker running the calling fiber.
+fn here() -> usize {
+    fiber::current().map(|f| f.worker).unwrap_or(0)
+}
+
 fn fib_rayon(n: u64) -> u64 {
     if n < 2 {
         return n;
@@ -211,10 +216,9 @@ fn main() {
                     let (moves, away) = (moves.clone(), away.clone());
                     r.block_on(move || {
                         use std::sync::atomic::Ordering::Relaxed;
-                        let here = || fiber::current().map(|f| f.worker).unwrap_or(0);
                         let mut at = here();
                         for i in 0..n {
-                            let w = fiber::spawn(move || here()).join().unwrap();
+                            let w = fiber::spawn(here).join().unwrap();
                             black_box(i);
                             if w != at {
                                 away.fetch_add(1, Relaxed);
