@@ -160,12 +160,19 @@ pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
 /// The running fiber may not suspend: it is being destroyed, or it is
 /// unwinding a panic (the panic count is per thread, so another fiber
 /// resumed on this thread would see it).
+#[inline]
 fn cannot_suspend(t: &Task) -> bool {
     t.cancelling.get() || std::thread::panicking()
 }
 
 fn suspend(reason: Suspend) {
-    let t = tls::current_task_ptr();
+    suspend_task(tls::current_task_ptr(), reason);
+}
+
+/// Suspend the running fiber, whose task is `t` (read from TLS by the
+/// caller just before: one accessor call per suspension, not two).
+#[inline(always)]
+fn suspend_task(t: *const Task, reason: Suspend) {
     debug_assert!(!t.is_null());
     // SAFETY: we are the running fiber, so our task's body is ours; we only
     // read the yielder pointer, which points into our own stack and was set
@@ -174,20 +181,31 @@ fn suspend(reason: Suspend) {
     debug_assert!(!y.is_null());
     // SAFETY: the yielder lives on this fiber's stack for its whole life.
     unsafe { (*y).suspend(reason) };
-    // From here on we may be on another thread: re-read all TLS.
+    // From here on we may be on another thread: re-read all TLS (`t` is
+    // not TLS: it is our own task, the same on every thread).
 }
 
 /// Park the running fiber until `Shared::wake` (or return at once if a
 /// wake-up token is pending). May return spuriously: callers loop.
 pub(crate) fn park_current() {
-    let Some(t) = current_task() else {
+    park_task(tls::current_task_ptr());
+}
+
+/// `park_current` for a caller that already read the running task `t`
+/// (null on a plain thread) from TLS, without suspending since.
+#[inline]
+pub(crate) fn park_task(t: *const Task) {
+    if t.is_null() {
         crate::loom::thread::park();
         return;
-    };
-    if t.take_token() || cannot_suspend(t) {
+    }
+    // SAFETY: non-null CURRENT: the running task, alive while it runs (see
+    // `current_task`).
+    let task = unsafe { &*t };
+    if task.take_token() || cannot_suspend(task) {
         return;
     }
-    suspend(Suspend::Park);
+    suspend_task(t, Suspend::Park);
 }
 
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
@@ -525,12 +543,19 @@ where
 /// ```
 /// numafiber::fiber::yield_now(); // fine on a plain thread too
 /// ```
+#[inline(never)] // required by `current_task_ptr_before_switch`
 pub fn yield_now() {
-    match current_task() {
-        None => std::thread::yield_now(),
-        Some(t) if cannot_suspend(t) => {}
-        Some(_) => suspend(Suspend::Yield),
+    // Read once, before the switch, and never after it (see the accessor).
+    let t = tls::current_task_ptr_before_switch();
+    if t.is_null() {
+        std::thread::yield_now();
+        return;
     }
+    // SAFETY: as in `current_task`; not used after the suspension.
+    if cannot_suspend(unsafe { &*t }) {
+        return;
+    }
+    suspend_task(t, Suspend::Yield);
 }
 
 /// Wait for a fiber and return its value (corolib `co_await` on a task).

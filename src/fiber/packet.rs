@@ -51,12 +51,13 @@ impl Waiter {
 
 /// Block the caller (fiber or thread) until woken; may return spuriously.
 pub(crate) fn park_caller() {
-    if tls::current_task_ptr().is_null() {
+    let t = tls::current_task_ptr();
+    if t.is_null() {
         // Counted for the deadlock proof: this thread wakes nobody now.
         let _blocked = crate::sync::deadlock::ThreadBlocked::enter();
         thread::park();
     } else {
-        crate::fiber::park_current();
+        crate::fiber::park_task(t);
     }
 }
 

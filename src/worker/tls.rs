@@ -38,8 +38,36 @@ pub(crate) fn current_task_ptr() -> *const Task {
     CURRENT.with(|c| c.get())
 }
 
+/// `current_task_ptr` without the call, for `fiber::yield_now` only.
+///
+/// Sound only inside a function that is itself `#[inline(never)]` and
+/// reads no thread-local after its suspension point: the thread pointer is
+/// then read on the thread that makes the call, and nothing computed from
+/// it outlives the switch (no caller can see it, and the function does not
+/// use it again). Everywhere else use `current_task_ptr`.
+#[inline(always)]
+pub(crate) fn current_task_ptr_before_switch() -> *const Task {
+    CURRENT.with(|c| c.get())
+}
+
 /// Sets the current fiber and returns the previous one.
 #[inline(never)]
 pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
     CURRENT.with(|c| c.replace(p))
+}
+
+/// This thread's worker and running fiber, in one call (`fiber::join`).
+#[inline(never)]
+pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
+    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.get()))
+}
+
+/// The address of this thread's `CURRENT` cell. Only for code that never
+/// runs on a fiber stack and so never changes threads: the worker loop
+/// caches it once (`WorkerLocal::run`) and writes the running fiber through
+/// it around every resume, without a call per write. The address is valid
+/// for as long as the thread lives.
+#[inline(never)]
+pub(crate) fn current_task_slot() -> *const Cell<*const Task> {
+    CURRENT.with(|c| c as *const Cell<*const Task>)
 }
