@@ -8,6 +8,9 @@
 //! `yield_count join N`: fork-join fib(N) with `fiber::join`, no cutoff, one
 //! worker (fib(N) performs F(N+1) - 1 joins).
 //! `yield_count rayon_join N`: the same with `rayon::join` on a 1-thread pool.
+//! `yield_count startup N` / `rayon_startup N`: N default runtimes (pools)
+//! built, used once and shut down; `phases N` splits that into build,
+//! `block_on` and shutdown; `detect 1`: a fresh process's first detection.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -161,6 +164,21 @@ fn main() {
             rt.shutdown();
             println!("detect {:?}, build {:?}, block_on {:?}, shutdown {:?}", e1, e2 - e1, e3 - e2, t0.elapsed() - e3);
         }
+        "phases" => {
+            let (mut b, mut o, mut d) = (0f64, 0f64, 0f64);
+            for i in 0..n {
+                let t0 = std::time::Instant::now();
+                let rt = Runtime::builder().build().expect("runtime");
+                let t1 = std::time::Instant::now();
+                black_box(rt.block_on(move || black_box(i)));
+                let t2 = std::time::Instant::now();
+                rt.shutdown();
+                let t3 = std::time::Instant::now();
+                b += (t1 - t0).as_secs_f64(); o += (t2 - t1).as_secs_f64(); d += (t3 - t2).as_secs_f64();
+            }
+            let k = 1e6 / n as f64;
+            println!("build {:.1} block_on {:.1} shutdown {:.1} us", b * k, o * k, d * k);
+        }
         "rayon_startup" => {
             let t0 = std::time::Instant::now();
             for i in 0..n {
@@ -170,6 +188,6 @@ fn main() {
             }
             println!("rayon startup: {:.1} us per build + install + drop", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
         }
-        m => panic!("unknown mode {m}: use startup | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2"),
+        m => panic!("unknown mode {m}: use startup | phases | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2"),
     }
 }

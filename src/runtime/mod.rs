@@ -365,8 +365,13 @@ impl Builder {
             }
         }
         drop(tx);
+        // Only strict pinning needs each worker's pinning result before
+        // `build` returns; otherwise the workers start while the caller
+        // goes on (about a quarter of a start-up's time, issue 15). A
+        // worker that starts late finds its queue and the shutdown flag as
+        // any worker between two checks does; `Stats` waits for them all.
         let mut failure = None;
-        for _ in 0..nworkers {
+        for _ in 0..if strict { nworkers } else { 0 } {
             match rx.recv() {
                 Ok((i, Err(reason))) if strict && failure.is_none() => {
                     failure = Some(BuildErrorKind::Pinning { worker: i, cpu: slots[i].cpu, reason });
@@ -418,6 +423,8 @@ fn worker_main(
     me.tid.store(unsafe { libc::gettid() }, Relaxed);
     let pinned = if pin { topology::pin_current_thread(me.slot.cpu) } else { Ok(()) };
     me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
+    // Publishes `tid` and `pinned_ok` to `Stats::collect` (Acquire there).
+    shared.started.fetch_add(1, Release);
     let _ = tx.send((i, pinned));
     drop(tx);
     let altstack = crate::fiber::overflow::install_altstack();
@@ -1036,6 +1043,12 @@ pub struct Stats {
 
 impl Stats {
     fn collect(shared: &Shared) -> Stats {
+        // Every worker's thread id and pinning result, once it started
+        // (`build` does not wait for that unless pinning is strict).
+        // (In a forked child the workers are the parent's: do not wait.)
+        while shared.started.load(Acquire) < shared.workers.len() && !shared.in_forked_child() {
+            std::thread::yield_now();
+        }
         let workers: Vec<WorkerStats> = shared
             .workers
             .iter()

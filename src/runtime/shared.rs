@@ -206,6 +206,10 @@ pub(crate) struct Shared {
     pub(crate) finisher: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
     /// `fork()` generation at build (see `runtime::fork_generation`).
     pub(crate) fork_gen: u64,
+    /// Workers that have recorded their thread id and pinning result
+    /// (`worker_main`). `build` does not wait for them unless pinning is
+    /// strict; [`crate::runtime::Stats`] waits until all have.
+    pub(crate) started: AtomicUsize,
 }
 
 impl LoadProbe for Shared {
@@ -243,6 +247,7 @@ impl Shared {
             reactor_init: Mutex::new(()),
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
+            started: AtomicUsize::new(0),
         }
     }
 
