@@ -79,6 +79,7 @@ pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
+use job::OwnedJob;
 use packet::{park_caller, Completion, FiberMain, Main, Packet};
 use task::{Suspend, Task, TaskRef};
 
@@ -647,29 +648,35 @@ where
     RA: Send,
     RB: Send,
 {
-    let w = tls::worker_ptr();
-    if w.is_null() || current_task().is_none_or(cannot_suspend) {
+    // One accessor call for both (read again after `a`, which may suspend).
+    let (w, t) = tls::worker_and_task();
+    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
+    if w.is_null() || t.is_null() || cannot_suspend(unsafe { &*t }) {
         return (a(), b());
     }
-    let job = job::StackJob::new(b);
+    // In `ManuallyDrop`: when the caller runs `b` inline, the job holds
+    // nothing (its closure was taken, no result, waiter or runner was ever
+    // stored), so that common path skips the drop glue; the other paths
+    // empty it with `clear`.
+    let job = std::mem::ManuallyDrop::new(job::StackJob::new(b));
     let jref = job.as_job_ref();
     // SAFETY: this thread's live worker; not kept across `a`.
     unsafe {
         (*w).deque.push(job::Runnable::Job(jref));
-        (*w).shared.notify_idle();
+        (*w).notify_idle_after_push();
     }
     // A forced unwind (shutdown drain, `block_on`'s deadlock path) through
     // `job.wait()` below must not free the job while its runner uses it.
-    struct Settle<'j>(&'j dyn Fn() -> (Option<TaskRef>, bool));
+    struct Settle<'j>(&'j dyn job::OwnedJob);
     impl Drop for Settle<'_> {
         fn drop(&mut self) {
             if std::thread::panicking() {
-                settle_job(self.0);
+                settle_job(&|| (self.0.runner(), self.0.is_done()));
             }
+            self.0.clear();
         }
     }
-    let probe = || (job.runner(), job.is_done());
-    let settle = Settle(&probe);
+    let settle = Settle(&*job);
     let ra = catch_unwind(AssertUnwindSafe(a));
     // `a` may have suspended: we may be on another worker now (TLS re-read).
     let w = tls::worker_ptr();
@@ -685,13 +692,16 @@ where
     }
     let rb = if mine {
         std::mem::forget(settle);
-        job.run_inline()
+        let r = job.run_inline();
+        debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
+        r
     } else {
         if current_is_cancelling() {
-            settle_job(&probe);
+            settle_job(&|| (job.runner(), job.is_done()));
         }
         let r = job.wait();
         std::mem::forget(settle);
+        job.clear();
         r
     };
     match (ra, rb) {

@@ -202,6 +202,15 @@ impl WorkerLocal {
         self.me().timers.store(n, Relaxed);
     }
 
+    /// Work was pushed onto this worker's own deque (`fiber::join`): let an
+    /// idle worker know, unless no other worker could take it.
+    #[inline]
+    pub(crate) fn notify_idle_after_push(&self) {
+        if self.can_share {
+            self.shared.notify_idle();
+        }
+    }
+
     /// Work-first spawn: run `task` right after the current fiber suspends.
     pub(crate) fn set_run_next(&self, task: TaskRef) {
         let prev = self.run_next.borrow_mut().replace(task);
