@@ -85,9 +85,36 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
 
 pub(crate) struct PacketInner<T> {
     result: Option<Result<T, JoinError>>,
-    waiters: Vec<Waiter>,
+    waiters: Waiters,
     /// The result was taken by a join.
     taken: bool,
+}
+
+/// The waiters of one packet. Nearly always one joiner: it is stored
+/// inline, so a join allocates nothing for it; more (scopes, `when_any`
+/// plus a join) go to a `Vec`.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waiter>,
+    more: Vec<Waiter>,
+}
+
+impl Waiters {
+    fn iter(&self) -> impl Iterator<Item = &Waiter> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    fn push(&mut self, w: Waiter) {
+        if self.first.is_none() {
+            self.first = Some(w);
+        } else {
+            self.more.push(w);
+        }
+    }
+
+    fn into_all(self) -> impl Iterator<Item = Waiter> {
+        self.first.into_iter().chain(self.more)
+    }
 }
 
 impl<T> PacketInner<T> {
@@ -112,7 +139,7 @@ impl<T> Packet<T> {
         Arc::new(Packet {
             done: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
-            inner: Mutex::new(PacketInner { result: None, waiters: Vec::new(), taken: false }),
+            inner: Mutex::new(PacketInner { result: None, waiters: Waiters::default(), taken: false }),
         })
     }
 
@@ -138,7 +165,7 @@ impl<T> Packet<T> {
         self.done.store(true, Release);
         let ws = std::mem::take(&mut g.waiters);
         drop(g);
-        for w in ws {
+        for w in ws.into_all() {
             w.wake();
         }
     }
