@@ -36,9 +36,17 @@ fn stats_count_every_resume_of_a_yield_ping_pong() {
     for h in hs {
         h.join().unwrap();
     }
-    let after = rt.stats();
     let resumes = |s: &numafiber::Stats| s.workers.iter().map(|w| w.resumes).sum::<u64>();
     let parks = |s: &numafiber::Stats| s.workers.iter().map(|w| w.parks).sum::<u64>();
+    // The worker counts a fiber's last resume after the fiber has returned,
+    // that is after the join above may already have seen its result: wait
+    // for the count to settle (it must then be exact, neither short nor over).
+    let t0 = Instant::now();
+    let mut after = rt.stats();
+    while resumes(&after) - resumes(&before) < 2 * (N + 1) && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(1));
+        after = rt.stats();
+    }
     assert_eq!(resumes(&after) - resumes(&before), 2 * (N + 1), "{after:?}");
     assert_eq!(parks(&after) - parks(&before), 0, "{after:?}");
     assert_eq!(after.spawned - before.spawned, 2);

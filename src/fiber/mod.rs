@@ -544,10 +544,15 @@ where
 /// ```
 /// numafiber::fiber::yield_now(); // fine on a plain thread too
 /// ```
-#[inline(never)] // required by `current_task_ptr_before_switch`
+#[inline]
 pub fn yield_now() {
-    // Read once, before the switch, and never after it (see the accessor).
-    let t = tls::current_task_ptr_before_switch();
+    // Inlined into the caller on purpose: the fiber then resumes inside its
+    // caller's frame, and the worker's `call` into the fiber is matched by
+    // the `ret` of the fiber's next switch back, so the CPU's return-address
+    // predictor stays right (a non-inlined `yield_now` returns to its
+    // caller where the predictor expects the worker, twice per yield). The
+    // TLS read is therefore the non-inlined accessor (see `worker::tls`).
+    let t = tls::current_task_ptr();
     if t.is_null() {
         std::thread::yield_now();
         return;

@@ -38,18 +38,6 @@ pub(crate) fn current_task_ptr() -> *const Task {
     CURRENT.with(|c| c.get())
 }
 
-/// `current_task_ptr` without the call, for `fiber::yield_now` only.
-///
-/// Sound only inside a function that is itself `#[inline(never)]` and
-/// reads no thread-local after its suspension point: the thread pointer is
-/// then read on the thread that makes the call, and nothing computed from
-/// it outlives the switch (no caller can see it, and the function does not
-/// use it again). Everywhere else use `current_task_ptr`.
-#[inline(always)]
-pub(crate) fn current_task_ptr_before_switch() -> *const Task {
-    CURRENT.with(|c| c.get())
-}
-
 /// Sets the current fiber and returns the previous one.
 #[inline(never)]
 pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
