@@ -50,6 +50,7 @@ impl Waiter {
 }
 
 /// Block the caller (fiber or thread) until woken; may return spuriously.
+#[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
 pub(crate) fn park_caller() {
     let t = tls::current_task_ptr();
     if t.is_null() {
