@@ -325,8 +325,7 @@ fn numa_victim_order_follows_the_kernel_matrix() {
     for thief in 0..slots.len() {
         let own = worker_node[thief];
         let mut st = sched.new_thief_state(thief, 7);
-        let mut victims = Vec::new();
-        sched.victims(thief, &mut st, &mut victims);
+        let victims: Vec<usize> = sched.victims(thief, &mut st).collect();
         let dists: Vec<u32> = victims.iter().map(|&v| topo.distance(own, worker_node[v])).collect();
         assert!(dists.windows(2).all(|w| w[0] <= w[1]), "thief {thief}: victim distances {dists:?} not ascending");
         // Compare with the kernel's own row for this node.

@@ -92,7 +92,6 @@ fn every_fiber_completes_exactly_once() {
 fn replay(topo: &Topology, cfg: &SimConfig, r: &SimResult) -> usize {
     let sched = Scheduler::new(cfg.policy, cfg.options, r.worker_node.clone(), topo);
     let mut st: Vec<Option<ThiefState>> = vec![None; r.worker_node.len()];
-    let mut buf = Vec::new();
     let trace = r.trace.as_ref().expect("trace requested");
     for (i, d) in trace.iter().enumerate() {
         match d {
@@ -105,11 +104,11 @@ fn replay(topo: &Topology, cfg: &SimConfig, r: &SimResult) -> usize {
             }
             Decision::RecordPlacement { worker } => sched.record_placement(*worker),
             Decision::SetOwnStatus { worker, busy } => {
-                sched.set_own_status(*worker, st[*worker].as_mut().unwrap(), *busy)
+                sched.set_own_status(*worker, st[*worker].as_ref().unwrap(), *busy)
             }
             Decision::Victims { thief, victims } => {
-                sched.victims(*thief, st[*thief].as_mut().unwrap(), &mut buf);
-                assert_eq!(&buf, victims, "call {i}");
+                let walk: Vec<usize> = sched.victims(*thief, st[*thief].as_mut().unwrap()).collect();
+                assert_eq!(&walk, victims, "call {i}");
             }
             Decision::RecordSteal { thief, victim, success } => {
                 sched.record_steal(*thief, st[*thief].as_mut().unwrap(), *victim, *success)

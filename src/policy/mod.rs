@@ -6,14 +6,19 @@
 //! machinery the worker loop drives, public so that benchmarks and a
 //! simulator can drive it too:
 //!
-//! * [`placement`], [`steal`], [`status`]: **pure functions** over a
-//!   snapshot (workload counts, queue lengths, status bitmaps, estimators,
-//!   distances) that return a decision. No atomics, no threads; unit-tested
-//!   on hand-built snapshots.
+//! * [`placement`], [`steal`]: **pure functions** over a snapshot
+//!   (workload counts, queue lengths, estimators, distances) that return a
+//!   decision. No atomics, no threads; unit-tested on hand-built snapshots.
+//! * [`status`]: the SWAS status codes and estimator, and the two kinds of
+//!   status view the stealing policies keep (a thief's own view of each
+//!   other node, and a board per node shared by that node's workers; the
+//!   module docs give the rules and why they keep the thesis' decisions).
 //! * [`Scheduler`]: one per runtime; owns the shared state (round-robin
-//!   counter, per-node workload counts) in atomics and applies the pure
-//!   functions. Each worker owns one [`ThiefState`] (its rng, its private
-//!   status bitmap and scratch buffers).
+//!   counter, per-node workload counts, the per-node status boards) in
+//!   atomics and applies the pure functions. Each worker owns one
+//!   [`ThiefState`] (its rng, its views of the other nodes and scratch
+//!   buffers), whose size depends on the number of nodes, never on the
+//!   number of workers ([`ThiefState::heap_bytes`]).
 //!
 //! # What the worker loop calls, and when
 //!
@@ -23,13 +28,13 @@
 //! spawn:   w = sched.place(spawner, &probe)   // spawner: Some(worker) or None
 //!          push the fiber to w (own deque if w == spawner, else w's inbox)
 //!          (a fiber put on a worker without place(): sched.record_placement(w))
-//! run:     sched.set_own_status(w, &mut st[w], true)   before running fibers
-//! idle:    sched.set_own_status(w, &mut st[w], false)  before stealing
+//! run:     sched.set_own_status(w, &st[w], true)    before running fibers
+//! idle:    sched.set_own_status(w, &st[w], false)   before stealing
 //!          if sched.steals() {
-//!              sched.victims(w, &mut st[w], &mut victims)
-//!              for v in victims {                      // in order
+//!              let mut victims = sched.victims(w, &mut st[w]);  // lazy, in order
+//!              while let Some(v) = victims.next() {
 //!                  n = steal_batch_with_limit(v, chunk.limit(len(v)))
-//!                  sched.record_steal(w, &mut st[w], v, n > 0)
+//!                  victims.record_steal(v, n > 0)  // = sched.record_steal(w, &mut st[w], v, n > 0)
 //!                  if n > 0 { sched.fiber_moved(node(v), node(w), n); break }
 //!              }
 //!          }
@@ -39,6 +44,10 @@
 //! stats:   sched.placements(n), sched.node_workload(n), sched.is_local(w, v),
 //!          sched.has_distance_matrix()
 //! ```
+//!
+//! A steal pass allocates nothing: [`Scheduler::victims`] decides the node
+//! order and one random start per node up front (O(nodes), in the thief's
+//! scratch buffers) and [`Victims`] then walks the nodes' worker lists.
 //!
 //! A fiber is counted on one node from its placement to its end: `place`
 //! (or `record_placement`) adds it, `fiber_moved` carries it along, and
@@ -61,7 +70,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use crate::topology::Topology;
 
 use self::placement::SmallBuf;
-use self::status::{StatusBitmap, WorkerStatus};
+use self::status::{NodeView, StatusBoard, WorkerStatus};
 
 /// The scheduler of a runtime (see the table in the crate docs).
 ///
@@ -81,7 +90,7 @@ pub enum Policy {
     RandomSteal,
     /// Round-robin placement, own node first, then nodes by distance (Alg. 4.3).
     NumaSteal,
-    /// Round-robin placement, busiest node first by status bitmaps (Alg. 4.4).
+    /// Round-robin placement, busiest node first by SWAS status views (Alg. 4.4).
     LoadSteal,
     /// Round-robin placement, NLLASS load x distance score (Alg. 4.5).
     HybridSteal,
@@ -119,8 +128,8 @@ impl Policy {
         !matches!(self, Policy::RoundRobin)
     }
 
-    /// Whether thieves keep SWAS status bitmaps (`LoadSteal`,
-    /// `HybridSteal`, `Nlh`).
+    /// Whether thieves keep SWAS status views, the thesis' 2-bit status
+    /// bitmaps (`LoadSteal`, `HybridSteal`, `Nlh`; see [`status`]).
     pub const fn uses_status_bitmap(self) -> bool {
         matches!(self, Policy::LoadSteal | Policy::HybridSteal | Policy::Nlh)
     }
@@ -284,18 +293,39 @@ impl<const N: usize> LoadProbe for [usize; N] {
     }
 }
 
-/// Per-thief private state: rng, SWAS status bitmap, scratch buffers.
-/// Owned by one worker; passed `&mut` to the [`Scheduler`] calls.
+/// Per-thief private state: rng, the thief's views of the other nodes
+/// (SWAS, [`status`] rule 1) and scratch buffers for the victim order.
+/// Owned by one worker; passed to the [`Scheduler`] calls.
+///
+/// Its size depends on the number of nodes only (a few words per node),
+/// not on the number of workers: see [`ThiefState::heap_bytes`].
+///
+/// ```
+/// use numafiber::policy::{PolicyOptions, Scheduler};
+/// use numafiber::{Policy, Topology};
+/// let bytes = |workers_per_node| {
+///     let topo = Topology::uniform(4, workers_per_node);
+///     let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), topo.plan_workers(4 * workers_per_node, false)
+///         .unwrap().iter().map(|slot| slot.node).collect(), &topo);
+///     s.new_thief_state(0, 1).heap_bytes()
+/// };
+/// assert_eq!(bytes(1), bytes(256)); // 4 workers or 1024: the same
+/// ```
 #[derive(Debug, Clone)]
 pub struct ThiefState {
     worker: usize,
+    node: usize,
     rng: u64,
-    /// This thief's view of every worker (only for bitmap policies; empty
-    /// otherwise).
-    bitmap: StatusBitmap,
+    /// `views[n]`: this thief's view of node `n` (bitmap policies; empty
+    /// otherwise). The entry of the thief's own node is not used: its own
+    /// node is read from the shared board.
+    views: Vec<NodeView>,
     estimators: Vec<f64>,
     scores: Vec<f64>,
+    /// Node order of the last `victims` call.
     order: Vec<usize>,
+    /// `starts[i]`: rotation of the workers of node `order[i]`.
+    starts: Vec<usize>,
 }
 
 impl ThiefState {
@@ -304,20 +334,43 @@ impl ThiefState {
         self.worker
     }
 
-    /// This thief's status view (empty for policies without bitmaps).
-    pub fn bitmap(&self) -> &StatusBitmap {
-        &self.bitmap
-    }
-
-    /// Mutable status view, to set up scenarios (tests, simulators).
-    pub fn bitmap_mut(&mut self) -> &mut StatusBitmap {
-        &mut self.bitmap
+    /// This thief's view of the workers of `node`, another node than its
+    /// own ([`status`] rule 1). `None` for its own node (see
+    /// [`Scheduler::status`]), for a node out of range, and for policies
+    /// without status views.
+    ///
+    /// ```
+    /// use numafiber::policy::{status::{NodeView, WorkerStatus}, PolicyOptions, Scheduler};
+    /// use numafiber::{Policy, Topology};
+    /// let s = Scheduler::new(Policy::LoadSteal, PolicyOptions::default(), vec![0, 0, 1, 1], &Topology::uniform(2, 2));
+    /// let mut st = s.new_thief_state(0, 1);
+    /// assert_eq!(st.node_view(1), Some(NodeView::uniform(2, WorkerStatus::DontKnow)));
+    /// s.record_steal(0, &mut st, 3, true); // a remote success: all of node 1 busy
+    /// assert_eq!(st.node_view(1).unwrap().status(), Some(WorkerStatus::Busy));
+    /// assert_eq!(st.node_view(0), None);
+    /// ```
+    pub fn node_view(&self, node: usize) -> Option<NodeView> {
+        if node == self.node {
+            return None;
+        }
+        self.views.get(node).copied()
     }
 
     /// The node estimators computed by the last [`Scheduler::victims`] of a
     /// bitmap policy, indexed by node.
     pub fn estimators(&self) -> &[f64] {
         &self.estimators
+    }
+
+    /// Heap bytes this state holds (the capacity of its buffers): a few
+    /// words per node of the scheduler, the same for any number of workers.
+    /// Victim passes do not grow it (the buffers are sized for every node
+    /// when the state is made).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.views.capacity() * size_of::<NodeView>()
+            + (self.estimators.capacity() + self.scores.capacity()) * size_of::<f64>()
+            + (self.order.capacity() + self.starts.capacity()) * size_of::<usize>()
     }
 
     fn next_u64(&mut self) -> u64 {
@@ -328,6 +381,116 @@ impl ThiefState {
         x ^= x << 17;
         self.rng = x;
         x
+    }
+}
+
+/// The victims of one steal pass, in order (from [`Scheduler::victims`]).
+/// A lazy walk over the node order the policy chose, each node's workers
+/// from a random start, the thief skipped; it allocates nothing.
+///
+/// [`Victims::record_steal`] reports an attempt while walking (the same as
+/// [`Scheduler::record_steal`], which cannot be called while the walk
+/// borrows the thief's state).
+///
+/// ```
+/// use numafiber::policy::{PolicyOptions, Scheduler};
+/// use numafiber::{Policy, Topology};
+/// let s = Scheduler::new(Policy::HybridSteal, PolicyOptions::default(), vec![0, 0, 1, 1], &Topology::uniform(2, 2));
+/// let mut st = s.new_thief_state(0, 42);
+/// let mut victims = s.victims(0, &mut st);
+/// assert_eq!(victims.remaining().collect::<Vec<_>>().len(), 3);
+/// let first = victims.next().unwrap();
+/// assert_eq!(first, 1); // the node mate first
+/// victims.record_steal(first, false);
+/// assert_eq!(victims.count(), 2); // then node 1's workers
+/// assert_eq!(s.status(1), numafiber::policy::status::WorkerStatus::Idle);
+/// ```
+#[derive(Debug)]
+pub struct Victims<'a> {
+    order: VictimOrder<'a>,
+    sched: &'a Scheduler,
+    views: &'a mut [NodeView],
+}
+
+impl<'a> Victims<'a> {
+    /// Report how the attempt on `victim` went (see
+    /// [`Scheduler::record_steal`]).
+    ///
+    /// # Panics
+    /// If `victim` is not a worker of the scheduler.
+    #[inline]
+    pub fn record_steal(&mut self, victim: usize, success: bool) {
+        self.sched.record_into(self.order.thief, self.views, victim, success);
+    }
+
+    /// The victims not walked yet, without advancing (for traces).
+    pub fn remaining(&self) -> VictimOrder<'a> {
+        self.order.clone()
+    }
+}
+
+impl Iterator for Victims<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        self.order.next()
+    }
+}
+
+/// The victim order itself: an iterator over worker indices that can be
+/// cloned ([`Victims::remaining`]).
+#[derive(Debug, Clone)]
+pub struct VictimOrder<'a> {
+    node_workers: &'a [Vec<usize>],
+    thief: usize,
+    walk: Walk<'a>,
+}
+
+#[derive(Debug, Clone)]
+enum Walk<'a> {
+    /// Workers `next, next + 1, ...` (mod `n`), `left` of them still to go.
+    Random { n: usize, next: usize, left: usize },
+    /// The workers of the current node, `cur`, from index `j` (wrapping to
+    /// 0), `left` of them still to go; then node `order[pos]` from
+    /// `starts[pos]`, and so on.
+    Nodes { order: &'a [usize], starts: &'a [usize], pos: usize, cur: &'a [usize], j: usize, left: usize },
+}
+
+impl Iterator for VictimOrder<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        let thief = self.thief;
+        match &mut self.walk {
+            Walk::Random { n, next, left } => {
+                while *left > 0 {
+                    let w = *next;
+                    *left -= 1;
+                    *next = if w + 1 == *n { 0 } else { w + 1 };
+                    if w != thief {
+                        return Some(w);
+                    }
+                }
+                None
+            }
+            Walk::Nodes { order, starts, pos, cur, j, left } => loop {
+                while *left > 0 {
+                    let w = cur[*j];
+                    *left -= 1;
+                    *j = if *j + 1 == cur.len() { 0 } else { *j + 1 };
+                    if w != thief {
+                        return Some(w);
+                    }
+                }
+                let (&node, &start) = (order.get(*pos)?, starts.get(*pos)?);
+                *pos += 1;
+                *cur = &self.node_workers[node];
+                *j = start;
+                *left = cur.len();
+            },
+        }
     }
 }
 
@@ -349,6 +512,13 @@ const FALLBACK_REMOTE: u32 = 20;
 /// bookkeeping. Shared by all workers (`&self` methods are thread-safe);
 /// the per-worker part lives in [`ThiefState`].
 ///
+/// Status views (bitmap policies, see [`status`] for the rules and why):
+/// a thief's view of a *remote* node is its own ([`ThiefState::node_view`],
+/// one per node); the entries of the workers of a node are a board shared
+/// by that node's workers ([`Scheduler::status`]), written by their local
+/// steal attempts and by [`Scheduler::set_own_status`]. Per-worker memory
+/// is O(nodes); the boards are one byte per worker per runtime.
+///
 /// ```
 /// use numafiber::policy::{PolicyOptions, Scheduler};
 /// use numafiber::{Policy, Topology};
@@ -357,8 +527,7 @@ const FALLBACK_REMOTE: u32 = 20;
 /// let topo = Topology::uniform(2, 2);
 /// let s = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), vec![0, 0, 1, 1], &topo);
 /// let mut st = s.new_thief_state(0, 42);
-/// let mut v = Vec::new();
-/// s.victims(0, &mut st, &mut v);
+/// let v: Vec<usize> = s.victims(0, &mut st).collect();
 /// assert_eq!(v[0], 1);                    // own node first
 /// assert_eq!(v.len(), 3);                 // then node 1's two workers
 /// assert!(v[1..].iter().all(|&w| s.worker_node(w) == 1));
@@ -387,6 +556,11 @@ pub struct Scheduler {
     cpu_node: Vec<Option<usize>>,
     rr: AtomicUsize,
     nodes: Vec<NodeCounters>,
+    /// `slot_in_node[w]`: position of worker `w` in `node_workers[node]`.
+    slot_in_node: Vec<usize>,
+    /// `boards[n]`: the shared status entries of node `n`'s workers (bitmap
+    /// policies; empty otherwise).
+    boards: Vec<StatusBoard>,
 }
 
 impl Scheduler {
@@ -416,9 +590,16 @@ impl Scheduler {
         let remote_by_distance =
             (0..num_nodes).map(|n| steal::nodes_by_distance(&distances[n], n)).collect();
         let mut node_workers = vec![Vec::new(); num_nodes];
+        let mut slot_in_node = Vec::with_capacity(worker_node.len());
         for (w, &n) in worker_node.iter().enumerate() {
+            slot_in_node.push(node_workers[n].len());
             node_workers[n].push(w);
         }
+        let boards = if policy.uses_status_bitmap() {
+            node_workers.iter().map(|ws| StatusBoard::new(ws.len())).collect()
+        } else {
+            Vec::new()
+        };
         let worker_nodes: Vec<usize> = (0..num_nodes).filter(|&n| !node_workers[n].is_empty()).collect();
         let mut candidate_of = vec![None; num_nodes];
         for (i, &n) in worker_nodes.iter().enumerate() {
@@ -446,6 +627,8 @@ impl Scheduler {
             cpu_node,
             rr: AtomicUsize::new(0),
             nodes: (0..num_nodes).map(|_| NodeCounters::default()).collect(),
+            slot_in_node,
+            boards,
         }
     }
 
@@ -536,17 +719,33 @@ impl Scheduler {
     }
 
     /// A fresh per-worker state: rng seeded from `seed` and `worker`; for
-    /// bitmap policies a status view of every worker, all `DontKnow`.
+    /// bitmap policies a view of every other node, all `DontKnow`. Its
+    /// buffers are sized for every node at once, so victim passes never
+    /// allocate.
+    ///
+    /// # Panics
+    /// If `worker` is not a worker of the scheduler.
     pub fn new_thief_state(&self, worker: usize, seed: u64) -> ThiefState {
-        let bits = if self.policy.uses_status_bitmap() { self.num_workers() } else { 0 };
+        let node = self.worker_node[worker];
+        let nodes = self.num_nodes();
+        let views = if self.policy.uses_status_bitmap() {
+            self.node_workers
+                .iter()
+                .map(|ws| NodeView::uniform(u32::try_from(ws.len()).unwrap_or(u32::MAX), WorkerStatus::DontKnow))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mix = (seed ^ (worker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
         ThiefState {
             worker,
+            node,
             rng: mix,
-            bitmap: StatusBitmap::new(bits),
-            estimators: Vec::with_capacity(self.num_nodes()),
-            scores: Vec::with_capacity(self.num_nodes()),
-            order: Vec::with_capacity(self.num_nodes()),
+            views,
+            estimators: Vec::with_capacity(nodes),
+            scores: Vec::with_capacity(nodes),
+            order: Vec::with_capacity(nodes),
+            starts: Vec::with_capacity(nodes),
         }
     }
 
@@ -597,75 +796,155 @@ impl Scheduler {
         c.placements.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Fill `out` with the victims to try, in order (empty for
-    /// `RoundRobin` or a single worker). Cheap: no allocation once the
-    /// buffers have grown; O(workers) for the bitmap policies. The bitmap
-    /// policies leave the thief's own entry out of its node's estimator
-    /// ([`status::thief_node_estimators`]: the thesis' "first attempts are
-    /// always local" holds also after the thief marked itself IDLE).
-    pub fn victims(&self, thief: usize, st: &mut ThiefState, out: &mut Vec<usize>) {
-        out.clear();
+    /// The victims to try, in order (none for `RoundRobin` or a single
+    /// worker): a lazy [`Victims`] walk. Deciding it costs O(nodes) (the
+    /// node order, and one random start per node drawn up front from the
+    /// thief's rng); the bitmap policies also read the thief's node board,
+    /// O(workers of its node). Nothing is allocated.
+    ///
+    /// * `RandomSteal`: every other worker, from a random start, in index
+    ///   order ([`steal::random_victims`]).
+    /// * The node policies: the node order of [`steal::numa_node_order`],
+    ///   [`steal::load_node_order`] or [`steal::hybrid_node_order`]; within
+    ///   a node its workers from a random start ([`steal::push_node_victims`]).
+    ///
+    /// The bitmap policies leave the thief's own entry out of its node's
+    /// estimator ([`StatusBoard::estimator_without`]: the thesis' "first
+    /// attempts are always local" holds also after the thief marked itself
+    /// IDLE).
+    ///
+    /// # Panics
+    /// If `thief` is not a worker of the scheduler, or `st` was made by a
+    /// scheduler with other nodes.
+    pub fn victims<'a>(&'a self, thief: usize, st: &'a mut ThiefState) -> Victims<'a> {
         let n = self.num_workers();
-        if n <= 1 || !self.steals() {
-            return;
-        }
         let own = self.worker_node[thief];
-        let remotes = &self.remote_by_distance[own];
-        let mut order = std::mem::take(&mut st.order);
-        match self.policy {
-            Policy::RoundRobin => {}
-            Policy::RandomSteal => {
-                let start = (st.next_u64() % n as u64) as usize;
-                steal::random_victims(n, thief, start, out);
-            }
-            Policy::NumaSteal => steal::numa_node_order(own, remotes, &mut order),
-            Policy::LoadSteal => {
-                status::thief_node_estimators(&st.bitmap, &self.node_workers, thief, &mut st.estimators);
-                steal::load_node_order(&st.estimators, own, remotes, &mut order);
-            }
-            Policy::HybridSteal | Policy::Nlh => {
-                status::thief_node_estimators(&st.bitmap, &self.node_workers, thief, &mut st.estimators);
-                steal::hybrid_node_order(
-                    &st.estimators,
-                    &self.distances[own],
-                    own,
-                    remotes,
-                    &mut st.scores,
-                    &mut order,
-                );
-            }
+        st.order.clear();
+        st.starts.clear();
+        if n > 1 && self.policy == Policy::RandomSteal {
+            let start = (st.next_u64() % n as u64) as usize;
+            let walk = Walk::Random { n, next: start, left: n };
+            return Victims { order: VictimOrder { node_workers: &self.node_workers, thief, walk }, sched: self, views: &mut st.views };
         }
-        if self.policy != Policy::RandomSteal {
+        if n > 1 && self.steals() {
+            let remotes = &self.remote_by_distance[own];
+            let mut order = std::mem::take(&mut st.order);
+            match self.policy {
+                Policy::RoundRobin | Policy::RandomSteal => {}
+                Policy::NumaSteal => steal::numa_node_order(own, remotes, &mut order),
+                Policy::LoadSteal => {
+                    self.thief_estimators(thief, st);
+                    steal::load_node_order(&st.estimators, own, remotes, &mut order);
+                }
+                Policy::HybridSteal | Policy::Nlh => {
+                    self.thief_estimators(thief, st);
+                    steal::hybrid_node_order(&st.estimators, &self.distances[own], own, remotes, &mut st.scores, &mut order);
+                }
+            }
+            // One rotation per node, drawn in node order (also for nodes
+            // without victims), whether or not the walk gets that far.
             for &node in &order {
-                let start = st.next_u64() as usize;
-                steal::push_node_victims(&self.node_workers[node], start, thief, out);
+                let r = st.next_u64() as usize;
+                let len = self.node_workers[node].len();
+                st.starts.push(if len == 0 { 0 } else { r % len });
             }
+            st.order = order;
         }
-        st.order = order;
+        let ThiefState { views, order, starts, .. } = st;
+        let walk = Walk::Nodes { order, starts, pos: 0, cur: &[], j: 0, left: 0 };
+        Victims { order: VictimOrder { node_workers: &self.node_workers, thief, walk }, sched: self, views }
+    }
+
+    /// The estimator of every node as `thief` sees it, into `st.estimators`:
+    /// its own node from the board without its own entry, the others from
+    /// its views.
+    fn thief_estimators(&self, thief: usize, st: &mut ThiefState) {
+        let own = self.worker_node[thief];
+        st.estimators.clear();
+        for (n, view) in st.views.iter().enumerate() {
+            st.estimators.push(if n == own {
+                self.boards[n].estimator_without(self.slot_in_node[thief])
+            } else {
+                view.estimator()
+            });
+        }
     }
 
     /// Tell the policy how an attempt on `victim` went (SWAS update for the
-    /// bitmap policies, no-op otherwise): a local victim's entry becomes
-    /// BUSY on success, IDLE on failure; for a remote victim every worker
-    /// of its node does.
+    /// bitmap policies, no-op otherwise): a local victim's entry on the
+    /// node's shared board becomes BUSY on success, IDLE on failure; for a
+    /// remote victim the thief's view of its node says so of every worker
+    /// there.
+    ///
+    /// # Panics
+    /// If `thief` or `victim` is not a worker of the scheduler.
     pub fn record_steal(&self, thief: usize, st: &mut ThiefState, victim: usize, success: bool) {
+        debug_assert_eq!(thief, st.worker, "a thief records its steals in its own state");
+        self.record_into(thief, &mut st.views, victim, success);
+    }
+
+    #[inline]
+    fn record_into(&self, thief: usize, views: &mut [NodeView], victim: usize, success: bool) {
         if !self.policy.uses_status_bitmap() {
             return;
         }
         let s = if success { WorkerStatus::Busy } else { WorkerStatus::Idle };
-        if self.is_local(thief, victim) {
-            st.bitmap.set(victim, s);
+        let node = self.worker_node[victim];
+        if node == self.worker_node[thief] {
+            self.boards[node].set(self.slot_in_node[victim], s);
         } else {
-            st.bitmap.set_all(&self.node_workers[self.worker_node[victim]], s);
+            views[node] = NodeView::uniform(u32::try_from(self.node_workers[node].len()).unwrap_or(u32::MAX), s);
         }
     }
 
-    /// A worker's own status in its own view: busy while it runs fibers,
-    /// idle before it steals (no-op without bitmaps).
-    pub fn set_own_status(&self, worker: usize, st: &mut ThiefState, busy: bool) {
+    /// A worker's own status on its node's board: busy while it runs
+    /// fibers, idle before it steals (no-op without bitmaps). Its node
+    /// mates read it; the worker itself leaves it out of its estimator.
+    pub fn set_own_status(&self, worker: usize, st: &ThiefState, busy: bool) {
         debug_assert_eq!(worker, st.worker, "a worker sets its own status in its own state");
         if self.policy.uses_status_bitmap() {
-            st.bitmap.set(worker, if busy { WorkerStatus::Busy } else { WorkerStatus::Idle });
+            let s = if busy { WorkerStatus::Busy } else { WorkerStatus::Idle };
+            self.boards[self.worker_node[worker]].set(self.slot_in_node[worker], s);
+        }
+    }
+
+    /// Worker `w`'s entry on its node's shared board: what its node mates
+    /// believe about it (`DontKnow` for policies without status views).
+    ///
+    /// # Panics
+    /// If `w` is not a worker of the scheduler.
+    pub fn status(&self, w: usize) -> WorkerStatus {
+        match self.boards.get(self.worker_node[w]) {
+            Some(b) => b.get(self.slot_in_node[w]),
+            None => WorkerStatus::DontKnow,
+        }
+    }
+
+    /// Set worker `w`'s entry on its node's board (scenarios for tests and
+    /// simulators; no-op for policies without status views).
+    ///
+    /// # Panics
+    /// If `w` is not a worker of the scheduler.
+    pub fn set_status(&self, w: usize, s: WorkerStatus) {
+        if let Some(b) = self.boards.get(self.worker_node[w]) {
+            b.set(self.slot_in_node[w], s);
+        }
+    }
+
+    /// Set `st`'s view of `node`, another node than the thief's own
+    /// (scenarios for tests and simulators, e.g. the mixed nodes of the
+    /// thesis' Table 4.1; no-op for policies without status views).
+    ///
+    /// # Panics
+    /// If `node` is the thief's own node or out of range, or `view` does
+    /// not describe exactly the node's workers.
+    pub fn set_node_view(&self, st: &mut ThiefState, node: usize, view: NodeView) {
+        assert!(node < self.num_nodes(), "node {node} out of range ({} nodes)", self.num_nodes());
+        assert_ne!(node, st.node, "a thief's own node is on the shared board: use set_status");
+        let workers = self.node_workers[node].len() as u64;
+        assert_eq!(view.workers(), workers, "the view of node {node} must describe its {workers} workers");
+        if let Some(v) = st.views.get_mut(node) {
+            *v = view;
         }
     }
 

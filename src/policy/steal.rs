@@ -209,14 +209,10 @@ mod tests {
     /// (distance 2); node 2: BUSY BUSY IDLE (distance 3).
     #[test]
     fn table_4_1_scores_and_victim_node() {
-        use super::super::status::{node_estimators, StatusBitmap, WorkerStatus::*};
-        let node_workers = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
-        let mut b = StatusBitmap::new(9);
-        for (w, s) in [Idle, Idle, Idle, Busy, Idle, Idle, Busy, Busy, Idle].into_iter().enumerate() {
-            b.set(w, s);
-        }
-        let mut est = Vec::new();
-        node_estimators(&b, &node_workers, &mut est);
+        use super::super::status::{node_estimator, WorkerStatus::*};
+        let node_workers = [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
+        let states = [Idle, Idle, Idle, Busy, Idle, Idle, Busy, Busy, Idle];
+        let est: Vec<f64> = node_workers.iter().map(|ws| node_estimator(ws.iter().map(|&w| states[w]))).collect();
         // The thesis prints 1 - estimator truncated to two decimals.
         let trunc2 = |x: f64| (x * 100.0).floor() / 100.0;
         assert_eq!(trunc2(1.0 - est[1]), 0.66);

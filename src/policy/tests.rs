@@ -1,8 +1,23 @@
 //! Scheduler-level tests: the pure functions wired to topology, atomics and
 //! per-thief state, driven without threads.
 
+use super::status::NodeView;
 use super::status::WorkerStatus::{self, Busy, DontKnow, Idle};
 use super::*;
+
+/// The whole victim walk of one pass.
+fn victims(s: &Scheduler, thief: usize, st: &mut ThiefState) -> Vec<usize> {
+    s.victims(thief, st).collect()
+}
+
+/// What `st`'s thief believes about worker `w`: its view of `w`'s node if
+/// remote (uniform there unless set up otherwise), else the shared board.
+fn view_of(s: &Scheduler, st: &ThiefState, w: usize) -> WorkerStatus {
+    match st.node_view(s.worker_node(w)) {
+        Some(v) => v.status().expect("a uniform view"),
+        None => s.status(w),
+    }
+}
 
 /// `nodes` nodes of `per` workers each; worker `w` on node `w / per`.
 fn layout(nodes: usize, per: usize) -> Vec<usize> {
@@ -101,13 +116,12 @@ fn round_robin_places_in_turn_and_never_steals() {
     let got: Vec<usize> = (0..6).map(|_| s.place(Some(3), q)).collect();
     assert_eq!(got, vec![0, 1, 2, 3, 0, 1]);
     let mut st = s.new_thief_state(1, 7);
-    let mut v = vec![42];
-    s.victims(1, &mut st, &mut v);
+    let v = victims(&s, 1, &mut st);
     assert!(v.is_empty());
     // Placements derived from the counter: node 0 got 0, 1, 0, 1; node 1 got 2, 3.
     assert_eq!((s.placements(0), s.placements(1)), (4, 2));
     assert_eq!(s.node_workload(0), 0);
-    assert!(st.bitmap().is_empty());
+    assert_eq!((st.node_view(1), s.status(0)), (None, DontKnow));
 }
 
 #[test]
@@ -128,10 +142,9 @@ fn round_robin_placement_counts_match_a_replay() {
 fn random_steal_tries_everyone_else_from_varying_starts() {
     let s = sched(Policy::RandomSteal, 2, 3);
     let mut st = s.new_thief_state(4, 1);
-    let mut v = Vec::new();
     let mut firsts = std::collections::BTreeSet::new();
     for _ in 0..200 {
-        s.victims(4, &mut st, &mut v);
+        let v = victims(&s, 4, &mut st);
         let mut sorted = v.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, vec![0, 1, 2, 3, 5]);
@@ -145,8 +158,7 @@ fn single_worker_has_no_victims() {
     for p in Policy::ALL {
         let s = sched(p, 1, 1);
         let mut st = s.new_thief_state(0, 3);
-        let mut v = vec![1];
-        s.victims(0, &mut st, &mut v);
+        let v = victims(&s, 0, &mut st);
         assert!(v.is_empty(), "{p}");
         assert_eq!(s.place(Some(0), &vec![0usize]), 0, "{p}");
     }
@@ -169,8 +181,7 @@ fn distance_lists_follow_the_matrix() {
 fn numa_steal_own_node_then_by_distance() {
     let s = Scheduler::new(Policy::NumaSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
     let mut st = s.new_thief_state(2, 9); // worker 2 on node 1
-    let mut v = Vec::new();
-    s.victims(2, &mut st, &mut v);
+    let v = victims(&s, 2, &mut st);
     assert_eq!(v.len(), 7);
     assert!(!v.contains(&2));
     assert_eq!(v[0], 3); // the node mate
@@ -181,11 +192,10 @@ fn numa_steal_own_node_then_by_distance() {
 fn numa_steal_rotates_within_a_node() {
     let s = sched(Policy::NumaSteal, 2, 3);
     let mut st = s.new_thief_state(0, 5);
-    let mut v = Vec::new();
     let mut local_firsts = std::collections::BTreeSet::new();
     let mut remote_firsts = std::collections::BTreeSet::new();
     for _ in 0..100 {
-        s.victims(0, &mut st, &mut v);
+        let v = victims(&s, 0, &mut st);
         assert_eq!(victim_nodes(&s, &v), vec![0, 0, 1, 1, 1]);
         local_firsts.insert(v[0]);
         remote_firsts.insert(v[2]);
@@ -198,9 +208,9 @@ fn numa_steal_rotates_within_a_node() {
 fn load_steal_starts_dontknow_and_local_first() {
     let s = Scheduler::new(Policy::LoadSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
     let mut st = s.new_thief_state(0, 1);
-    assert!((0..8).all(|w| st.bitmap().get(w) == DontKnow));
-    let mut v = Vec::new();
-    s.victims(0, &mut st, &mut v);
+    assert!((0..8).all(|w| view_of(&s, &st, w) == DontKnow));
+    assert!((1..4).all(|n| st.node_view(n) == Some(NodeView::uniform(2, DontKnow))));
+    let v = victims(&s, 0, &mut st);
     // All estimators 0.5: own node first, then the distance list 1, 3, 2.
     assert_eq!(st.estimators(), &[0.5; 4]);
     assert_eq!(node_runs(&victim_nodes(&s, &v)), vec![0, 1, 3, 2]);
@@ -215,23 +225,22 @@ fn load_steal_starts_dontknow_and_local_first() {
 fn load_steal_own_status_does_not_push_the_thief_remote() {
     let s = sched(Policy::LoadSteal, 2, 2);
     let mut st = s.new_thief_state(0, 1);
-    s.set_own_status(0, &mut st, false);
-    assert_eq!(st.bitmap().get(0), Idle);
-    let mut v = Vec::new();
-    s.victims(0, &mut st, &mut v);
+    s.set_own_status(0, &st, false);
+    assert_eq!(s.status(0), Idle);
+    let mut v = victims(&s, 0, &mut st);
     // Own node: only worker 1 counts (DONTKNOW, 0.5) = node 1's 0.5: tie,
     // own node first.
     assert_eq!(st.estimators(), &[0.5, 0.5]);
     assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
-    s.set_own_status(0, &mut st, true);
-    assert_eq!(st.bitmap().get(0), Busy);
-    s.victims(0, &mut st, &mut v);
+    s.set_own_status(0, &st, true);
+    assert_eq!(s.status(0), Busy);
+    v = victims(&s, 0, &mut st);
     assert_eq!(st.estimators(), &[0.5, 0.5]);
     assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
     // What the thief learnt about its node mate still counts: worker 1
     // proved idle, so node 1 (DONTKNOW) goes first.
     s.record_steal(0, &mut st, 1, false);
-    s.victims(0, &mut st, &mut v);
+    v = victims(&s, 0, &mut st);
     assert_eq!(st.estimators(), &[0.0, 0.5]);
     assert_eq!(victim_nodes(&s, &v), vec![1, 1, 0]);
 }
@@ -241,9 +250,8 @@ fn load_steal_own_status_does_not_push_the_thief_remote() {
 fn load_steal_thief_alone_on_its_node_estimates_zero() {
     let s = sched(Policy::LoadSteal, 2, 1);
     let mut st = s.new_thief_state(1, 1);
-    s.set_own_status(1, &mut st, false);
-    let mut v = Vec::new();
-    s.victims(1, &mut st, &mut v);
+    s.set_own_status(1, &st, false);
+    let v = victims(&s, 1, &mut st);
     assert_eq!(st.estimators(), &[0.5, 0.0]);
     assert_eq!(v, vec![0]);
 }
@@ -255,7 +263,7 @@ fn swas_local_attempt_updates_only_the_victim() {
         let mut st = s.new_thief_state(0, 1);
         s.record_steal(0, &mut st, 1, false);
         s.record_steal(0, &mut st, 2, true);
-        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        let got: Vec<WorkerStatus> = (0..6).map(|w| view_of(&s, &st, w)).collect();
         assert_eq!(got, vec![DontKnow, Idle, Busy, DontKnow, DontKnow, DontKnow], "{p}");
     }
 }
@@ -266,11 +274,11 @@ fn swas_remote_attempt_updates_the_whole_node() {
         let s = sched(p, 3, 2);
         let mut st = s.new_thief_state(0, 1);
         s.record_steal(0, &mut st, 3, false); // node 1
-        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        let got: Vec<WorkerStatus> = (0..6).map(|w| view_of(&s, &st, w)).collect();
         assert_eq!(got, vec![DontKnow, DontKnow, Idle, Idle, DontKnow, DontKnow], "{p}");
         s.record_steal(0, &mut st, 4, true); // node 2
         s.record_steal(0, &mut st, 2, true); // node 1 again, now success
-        let got: Vec<WorkerStatus> = (0..6).map(|w| st.bitmap().get(w)).collect();
+        let got: Vec<WorkerStatus> = (0..6).map(|w| view_of(&s, &st, w)).collect();
         assert_eq!(got, vec![DontKnow, DontKnow, Busy, Busy, Busy, Busy], "{p}");
     }
 }
@@ -281,8 +289,9 @@ fn non_bitmap_policies_ignore_status_updates() {
         let s = sched(p, 2, 2);
         let mut st = s.new_thief_state(0, 1);
         s.record_steal(0, &mut st, 3, true);
-        s.set_own_status(0, &mut st, true);
-        assert!(st.bitmap().is_empty(), "{p}");
+        s.set_own_status(0, &st, true);
+        assert!((0..4).all(|w| view_of(&s, &st, w) == DontKnow), "{p}");
+        assert_eq!(st.node_view(1), None, "{p}");
     }
 }
 
@@ -290,13 +299,12 @@ fn non_bitmap_policies_ignore_status_updates() {
 fn load_steal_goes_to_the_node_that_proved_busy() {
     let s = Scheduler::new(Policy::LoadSteal, PolicyOptions::default(), layout(4, 2), &ring4(2));
     let mut st = s.new_thief_state(0, 1);
-    s.set_own_status(0, &mut st, false);
+    s.set_own_status(0, &st, false);
     s.record_steal(0, &mut st, 1, false); // own node: 0 idle, 1 idle -> 0.0
     s.record_steal(0, &mut st, 2, false); // node 1 idle -> 0.0
     s.record_steal(0, &mut st, 5, true); // node 2 busy -> 1.0
     // node 3 stays DONTKNOW -> 0.5
-    let mut v = Vec::new();
-    s.victims(0, &mut st, &mut v);
+    let v = victims(&s, 0, &mut st);
     assert_eq!(st.estimators(), &[0.0, 0.0, 1.0, 0.5]);
     // Descending: 2, 3, then the tie at 0.0: own node 0 before node 1.
     assert_eq!(victim_nodes(&s, &v), vec![2, 2, 3, 3, 0, 1, 1]);
@@ -313,12 +321,15 @@ fn hybrid_reproduces_table_4_1() {
     for p in [Policy::HybridSteal, Policy::Nlh] {
         let s = Scheduler::new(p, PolicyOptions::default(), layout(3, 3), &topo);
         let mut st = s.new_thief_state(2, 11);
-        let states = [Idle, Idle, Idle, Busy, Idle, Idle, Busy, Busy, Idle];
-        for (w, &status) in states.iter().enumerate() {
-            st.bitmap_mut().set(w, status);
+        // Node 0 (the thief's, on the shared board): IDLE IDLE IDLE; node 1:
+        // BUSY IDLE IDLE; node 2: BUSY BUSY IDLE (mixed remote views, which
+        // no sequence of steals produces: set up directly).
+        for w in 0..3 {
+            s.set_status(w, Idle);
         }
-        let mut v = Vec::new();
-        s.victims(2, &mut st, &mut v);
+        s.set_node_view(&mut st, 1, NodeView { busy: 1, idle: 2, dont_know: 0 });
+        s.set_node_view(&mut st, 2, NodeView { busy: 2, idle: 1, dont_know: 0 });
+        let v = victims(&s, 2, &mut st);
         let est = st.estimators().to_vec();
         assert_eq!(est[0], 0.0);
         assert!(((1.0 - est[1]) - 2.0 / 3.0).abs() < 1e-12); // thesis: 0.66
@@ -338,8 +349,7 @@ fn hybrid_busy_remote_ties_with_own_node_but_own_goes_first() {
     let s = sched(Policy::HybridSteal, 2, 2);
     let mut st = s.new_thief_state(0, 1);
     s.record_steal(0, &mut st, 2, true); // node 1 all BUSY: score 0
-    let mut v = Vec::new();
-    s.victims(0, &mut st, &mut v);
+    let v = victims(&s, 0, &mut st);
     assert_eq!(victim_nodes(&s, &v), vec![0, 1, 1]);
 }
 
@@ -485,8 +495,7 @@ fn nlh_never_places_on_a_node_without_workers() {
     assert_eq!(s.place_nlh(3, None, q), 1);
     // Victim lists skip the empty nodes.
     let mut st = s.new_thief_state(0, 1);
-    let mut v = Vec::new();
-    s.victims(0, &mut st, &mut v);
+    let v = victims(&s, 0, &mut st);
     assert_eq!(v, vec![1]);
 }
 
@@ -495,12 +504,7 @@ fn thief_states_are_deterministic_per_seed() {
     let s = sched(Policy::RandomSteal, 1, 8);
     let rounds = |worker: usize, seed: u64| {
         let mut st = s.new_thief_state(worker, seed);
-        let mut v = Vec::new();
-        (0..20)
-            .map(|_| {
-                s.victims(worker, &mut st, &mut v);
-                v[0]
-            })
+        (0..20).map(|_| victims(&s, worker, &mut st)[0])
             .collect::<Vec<usize>>()
     };
     assert_eq!(s.new_thief_state(3, 1).worker(), 3);
@@ -516,4 +520,175 @@ fn scheduler_is_shared_between_threads() {
     assert_sync::<Scheduler>();
     fn assert_send<T: Send>() {}
     assert_send::<ThiefState>();
+}
+
+/// The lazy walk, for every policy, uneven layouts and many rounds: each
+/// other worker exactly once, never the thief; the node policies go node by
+/// node (each node's workers in one run, rotated); `remaining()` is the walk.
+#[test]
+fn victim_walk_covers_every_other_worker_once_node_by_node() {
+    let layouts: Vec<Vec<usize>> = vec![vec![0, 0, 0, 1, 1, 2, 2, 2, 2], vec![1, 0, 1, 0, 3], layout(4, 3), layout(1, 7)];
+    for wn in layouts {
+        let nodes = wn.iter().max().unwrap() + 1;
+        let topo = Topology::uniform(nodes.max(4), 4);
+        for p in Policy::ALL.into_iter().filter(|p| p.steals()) {
+            let s = Scheduler::new(p, PolicyOptions::default(), wn.clone(), &topo);
+            for thief in 0..wn.len() {
+                let mut st = s.new_thief_state(thief, thief as u64 + 5);
+                for round in 0..20 {
+                    let walk = s.victims(thief, &mut st);
+                    let ahead: Vec<usize> = walk.remaining().collect();
+                    let v: Vec<usize> = walk.collect();
+                    assert_eq!(ahead, v, "{p} thief {thief} round {round}");
+                    let mut sorted = v.clone();
+                    sorted.sort_unstable();
+                    let others: Vec<usize> = (0..wn.len()).filter(|&w| w != thief).collect();
+                    assert_eq!(sorted, others, "{p} thief {thief} round {round}: {v:?}");
+                    if p == Policy::RandomSteal {
+                        // A rotation of 0..n with the thief left out.
+                        let n = wn.len();
+                        let want: Vec<usize> = (0..n).map(|i| (v[0] + i) % n).filter(|&w| w != thief).collect();
+                        assert_eq!(v, want, "{p}");
+                        continue;
+                    }
+                    let runs = node_runs(&victim_nodes(&s, &v));
+                    let mut dedup = runs.clone();
+                    dedup.sort_unstable();
+                    dedup.dedup();
+                    assert_eq!(runs.len(), dedup.len(), "{p}: a node visited twice: {runs:?}");
+                    if p != Policy::LoadSteal && s.node_workers(wn[thief]).len() > 1 {
+                        assert_eq!(runs[0], wn[thief], "{p}: own node first");
+                    }
+                    for &node in &runs {
+                        let got: Vec<usize> = v.iter().copied().filter(|&w| s.worker_node(w) == node).collect();
+                        let ws = s.node_workers(node);
+                        let r = ws.iter().position(|&w| w == got[0]).unwrap();
+                        let want: Vec<usize> = ws[r..].iter().chain(&ws[..r]).copied().filter(|&w| w != thief).collect();
+                        assert_eq!(got, want, "{p} node {node}: a rotation of its workers");
+                    }
+                    // Some steal outcomes, for the next round's estimators.
+                    let mut walk = s.victims(thief, &mut st);
+                    if let Some(first) = walk.next() {
+                        walk.record_steal(first, round % 3 == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Victims::record_steal` is `Scheduler::record_steal`.
+#[test]
+fn recording_through_the_walk_equals_recording_on_the_scheduler() {
+    for p in [Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh] {
+        let a = sched(p, 3, 2);
+        let b = sched(p, 3, 2);
+        let (mut sa, mut sb) = (a.new_thief_state(1, 9), b.new_thief_state(1, 9));
+        for round in 0..30 {
+            let va: Vec<usize> = a.victims(1, &mut sa).collect();
+            let mut walk = b.victims(1, &mut sb);
+            let mut vb = Vec::new();
+            while let Some(v) = walk.next() {
+                vb.push(v);
+                walk.record_steal(v, (v + round) % 4 == 0);
+            }
+            for &v in &va {
+                a.record_steal(1, &mut sa, v, (v + round) % 4 == 0);
+            }
+            assert_eq!(va, vb, "{p} round {round}");
+            assert_eq!(sa.estimators(), sb.estimators(), "{p} round {round}");
+            for w in 0..6 {
+                assert_eq!(view_of(&a, &sa, w), view_of(&b, &sb, w), "{p} worker {w}");
+            }
+        }
+    }
+}
+
+/// Rule 2 of `status`: the workers of a node share their entries. What one
+/// thief learnt about a node mate, and a worker's own status, change the
+/// estimator of its node mates; remote views stay private.
+#[test]
+fn node_mates_share_their_status_board_remote_views_stay_private() {
+    let s = sched(Policy::LoadSteal, 2, 3); // node 0: 0, 1, 2; node 1: 3, 4, 5
+    let mut t0 = s.new_thief_state(0, 1);
+    let mut t1 = s.new_thief_state(1, 2);
+    s.record_steal(1, &mut t1, 2, false); // thief 1 found worker 2 idle
+    s.set_own_status(1, &t1, false); // and is idle itself
+    let _ = victims(&s, 0, &mut t0);
+    // Thief 0 sees both: node 0 = (idle 1, idle 2) / 2 = 0.0 < node 1's 0.5.
+    assert_eq!(t0.estimators(), &[0.0, 0.5]);
+    assert_eq!(node_runs(&victim_nodes(&s, &victims(&s, 0, &mut t0))), vec![1, 0]);
+    // Thief 1 learns node 1 is busy; thief 0's view of node 1 is unchanged.
+    s.record_steal(1, &mut t1, 4, true);
+    assert_eq!(t1.node_view(1).unwrap().status(), Some(Busy));
+    assert_eq!(t0.node_view(1).unwrap().status(), Some(DontKnow));
+    // Worker 2 gets work: its node mates see it busy.
+    let t2 = s.new_thief_state(2, 3);
+    s.set_own_status(2, &t2, true);
+    let _ = victims(&s, 0, &mut t0);
+    assert_eq!(t0.estimators(), &[0.5, 0.5]); // (idle 1 + busy 2) / 2
+}
+
+/// With one worker per node (the benchmarks' `uniform:2x1`) the board of a
+/// thief's node holds only the thief, whose entry is never read: its own
+/// status cannot change a decision, as with the thesis' private bitmaps.
+#[test]
+fn one_worker_per_node_the_board_never_changes_a_decision() {
+    for p in [Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh] {
+        let s = sched(p, 3, 1);
+        let mut st = s.new_thief_state(0, 4);
+        let mut twin = s.new_thief_state(0, 4);
+        for round in 0..20 {
+            s.set_own_status(0, &st, round % 2 == 0); // only `st`'s thief flips its status
+            let a = victims(&s, 0, &mut st);
+            let b = victims(&s, 0, &mut twin);
+            assert_eq!(a, b, "{p} round {round}");
+            assert_eq!(st.estimators()[0], 0.0);
+            let v = a[round % a.len()];
+            s.record_steal(0, &mut st, v, round % 3 == 0);
+            s.record_steal(0, &mut twin, v, round % 3 == 0);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "own node")]
+fn a_thiefs_own_node_has_no_private_view() {
+    let s = sched(Policy::Nlh, 2, 2);
+    let mut st = s.new_thief_state(0, 1);
+    s.set_node_view(&mut st, 0, NodeView::uniform(2, Busy));
+}
+
+#[test]
+#[should_panic(expected = "must describe its 2 workers")]
+fn a_node_view_must_count_the_nodes_workers() {
+    let s = sched(Policy::Nlh, 2, 2);
+    let mut st = s.new_thief_state(0, 1);
+    s.set_node_view(&mut st, 1, NodeView::uniform(3, Busy));
+}
+
+/// Per-worker policy memory depends on the nodes, not on the workers
+/// (issue 12 item 9; `tests/policy_memory.rs` measures the real heap).
+#[test]
+fn thief_state_bytes_do_not_grow_with_the_worker_count() {
+    for p in Policy::ALL {
+        for nodes in [1, 4] {
+            let bytes: Vec<usize> = [4, 64, 1024]
+                .into_iter()
+                .map(|n| {
+                    let s = Scheduler::new(p, PolicyOptions::default(), layout(nodes, n / nodes), &Topology::uniform(nodes, n / nodes));
+                    let mut st = s.new_thief_state(0, 1);
+                    for _ in 0..3 {
+                        let mut walk = s.victims(0, &mut st);
+                        while let Some(v) = walk.next() {
+                            walk.record_steal(v, false);
+                        }
+                    }
+                    st.heap_bytes()
+                })
+                .collect();
+            assert!(bytes.windows(2).all(|w| w[0] == w[1]), "{p} on {nodes} nodes: {bytes:?}");
+            assert!(bytes[0] <= nodes * 48, "{p} on {nodes} nodes: {} bytes", bytes[0]);
+        }
+    }
 }

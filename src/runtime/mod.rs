@@ -397,9 +397,11 @@ pub const WORKERS_PER_PU_LIMIT: usize = 4;
 
 /// The most workers a runtime on `topology` accepts: the larger of
 /// [`MIN_WORKER_LIMIT`] and [`WORKERS_PER_PU_LIMIT`] per PU. Every worker is
-/// an OS thread with a policy view of every other worker (a steal order
-/// list and a 2-bit status entry per worker, about 8 bytes per worker each),
-/// so the bound also bounds that per-worker memory.
+/// an OS thread (about 16 KiB resident each, measured by
+/// `examples/worker_rss.rs`); its policy state does not grow with the
+/// worker count (a few words per NUMA node, see
+/// [`ThiefState::heap_bytes`](crate::policy::ThiefState::heap_bytes)), so the
+/// bound is on threads, not on a per-worker cost that grows with n.
 ///
 /// ```
 /// use numafiber::{runtime::max_workers, Topology};

@@ -11,8 +11,16 @@
 //! entry only once it has sat in the slot for a grace period: the
 //! [`generation`](WakeSlot::generation) (bumped by every `put`) lets a thief
 //! tell "the same entry as before" from "a fresh one".
+//!
+//! The first sighting of an entry is stamped in the slot itself
+//! ([`ripe`](WakeSlot::ripe)), shared by all thieves, so that no thief
+//! keeps a record per victim (memory per worker independent of the worker
+//! count, issue 12). The stamp is a relaxed hint outside the handshake: a
+//! stale or racing stamp can only make a thief take an entry a little early
+//! or late, and the swap still gives each entry to exactly one party.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 
@@ -21,7 +29,14 @@ pub(crate) struct WakeSlot<T> {
     ptr: AtomicPtr<T>,
     /// Number of `put`s so far (written by the owner only; relaxed).
     gen: AtomicUsize,
+    /// When a thief first saw the current entry: the low 32 bits of its
+    /// generation (high half) and of the nanoseconds since [`EPOCH`] (low
+    /// half). Relaxed, written by thieves (see `ripe`).
+    seen: std::sync::atomic::AtomicU64,
 }
+
+/// Time base of the `seen` stamps.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
 
 // SAFETY: the slot owns at most one `Arc<T>`; moving it between threads is
 // moving that `Arc`, which needs `T: Send + Sync`.
@@ -32,7 +47,11 @@ unsafe impl<T: Send + Sync> Sync for WakeSlot<T> {}
 
 impl<T> WakeSlot<T> {
     pub(crate) fn new() -> WakeSlot<T> {
-        WakeSlot { ptr: AtomicPtr::new(std::ptr::null_mut()), gen: AtomicUsize::new(0) }
+        WakeSlot {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            gen: AtomicUsize::new(0),
+            seen: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     /// Owner only: put `t` in the slot and return the previous entry (the
@@ -76,6 +95,24 @@ impl<T> WakeSlot<T> {
     #[inline]
     pub(crate) fn generation(&self) -> usize {
         self.gen.load(Relaxed)
+    }
+
+    /// Thief: whether the entry of generation `gen` (read before checking
+    /// that the slot is occupied) has been seen in the slot for `grace`
+    /// since some thief first saw it at or before `now`. The first thief to
+    /// see a generation stamps it and gets `false`. Stamps keep 32 bits of
+    /// time (about 4.3 s of nanoseconds, compared with wrap-around), enough
+    /// for graces of microseconds.
+    pub(crate) fn ripe(&self, gen: usize, now: Instant, grace: Duration) -> bool {
+        let epoch = *EPOCH.get_or_init(Instant::now);
+        let t = now.saturating_duration_since(epoch).as_nanos() as u32; // wraps on purpose
+        let g = gen as u32; // the low 32 bits name the entry
+        let seen = self.seen.load(std::sync::atomic::Ordering::Relaxed);
+        if (seen >> 32) as u32 == g {
+            return u128::from(t.wrapping_sub(seen as u32)) >= grace.as_nanos();
+        }
+        self.seen.store((u64::from(g) << 32) | u64::from(t), std::sync::atomic::Ordering::Relaxed);
+        false
     }
 }
 

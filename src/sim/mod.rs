@@ -547,6 +547,7 @@ struct Sim<'a> {
     searching: usize,
     wake_rr: usize,
     rng: SplitMix,
+    /// Scratch for one steal round (the simulation's only victim list).
     victims: Vec<usize>,
     round_cost: u64,
     remote_penalty: f64,
@@ -776,7 +777,7 @@ impl Sim<'_> {
     fn set_busy(&mut self, w: usize, busy: bool) {
         if self.workers[w].busy != busy {
             self.workers[w].busy = busy;
-            self.sched.set_own_status(w, &mut self.thieves[w], busy);
+            self.sched.set_own_status(w, &self.thieves[w], busy);
             self.log(|_| Decision::SetOwnStatus { worker: w, busy });
         }
     }
@@ -1001,8 +1002,12 @@ impl Sim<'_> {
             self.workers[w].searching = true;
             self.searching += 1;
         }
+        // The walk is fixed when `victims` returns (node order and starts
+        // drawn up front), so collecting it first gives the worker loop's
+        // lazy order; one buffer for the whole simulation, not per worker.
         let mut victims = std::mem::take(&mut self.victims);
-        self.sched.victims(w, &mut self.thieves[w], &mut victims);
+        victims.clear();
+        victims.extend(self.sched.victims(w, &mut self.thieves[w]));
         self.log(|_| Decision::Victims { thief: w, victims: victims.clone() });
         let my_node = self.workers[w].node;
         let mut cost = 0u64;

@@ -111,7 +111,6 @@ pub(crate) struct WorkerLocal {
     timer_count: Cell<usize>,
     timer_seq: Cell<u64>,
     thief: RefCell<ThiefState>,
-    victims: RefCell<Vec<usize>>,
     tick: Cell<u32>,
     /// Status last told to the policy (busy running fibers, or idle).
     busy: Cell<bool>,
@@ -127,8 +126,6 @@ pub(crate) struct WorkerLocal {
     yield_streak: Cell<u32>,
     streak_start: Cell<Instant>,
     long_slices: Cell<bool>,
-    /// Per victim: the wake-slot generation first seen occupied, and when.
-    slot_seen: RefCell<Vec<Option<(usize, Instant)>>>,
 }
 
 impl WorkerLocal {
@@ -161,7 +158,6 @@ impl WorkerLocal {
             timer_count: Cell::new(0),
             timer_seq: Cell::new(0),
             thief: RefCell::new(thief),
-            victims: RefCell::new(Vec::new()),
             tick: Cell::new(0),
             busy: Cell::new(false),
             run_next: RefCell::new(None),
@@ -170,7 +166,6 @@ impl WorkerLocal {
             yield_streak: Cell::new(0),
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
-            slot_seen: RefCell::new(Vec::new()),
         }
     }
 
@@ -220,7 +215,7 @@ impl WorkerLocal {
     fn set_busy(&self, busy: bool) {
         if self.busy.get() != busy {
             self.busy.set(busy);
-            self.shared.sched.set_own_status(self.index, &mut self.thief.borrow_mut(), busy);
+            self.shared.sched.set_own_status(self.index, &self.thief.borrow(), busy);
         }
     }
 
@@ -404,16 +399,16 @@ impl WorkerLocal {
         found
     }
 
-    /// One pass over the policy's victims; steal a chunk from the first
-    /// that has work, keep one to run.
+    /// One pass over the policy's victims (a lazy walk: no allocation, no
+    /// per-worker list of victims); steal a chunk from the first that has
+    /// work, keep one to run.
     fn steal_pass(&self) -> Option<Runnable> {
         let shared = &self.shared;
         let mut thief = self.thief.borrow_mut();
-        let mut victims = self.victims.borrow_mut();
-        shared.sched.victims(self.index, &mut thief, &mut victims);
+        let mut victims = shared.sched.victims(self.index, &mut thief);
         let my_node = shared.node_of(self.index);
         let mut found = None;
-        for &v in victims.iter() {
+        while let Some(v) = victims.next() {
             let got = self.steal_from(v);
             let counters = self.counters();
             match got {
@@ -424,14 +419,14 @@ impl WorkerLocal {
                         Counters::bump(&counters.remote_steals, 1);
                     }
                     Counters::bump(&counters.stolen_fibers, n as u64);
-                    shared.sched.record_steal(self.index, &mut thief, v, true);
+                    victims.record_steal(v, true);
                     shared.sched.fiber_moved(shared.node_of(v), my_node, n);
                     found = Some(t);
                     break;
                 }
                 None => {
                     Counters::bump(&counters.failed_steals, 1);
-                    shared.sched.record_steal(self.index, &mut thief, v, false);
+                    victims.record_steal(v, false);
                 }
             }
         }
@@ -471,31 +466,16 @@ impl WorkerLocal {
 
     /// Take worker `v`'s wake-slot entry once the same entry has been seen
     /// there for `SLOT_GRACE` (its owner is stuck in one fiber); a fresh
-    /// entry is left to the owner, which runs it next.
+    /// entry is left to the owner, which runs it next. The first sighting
+    /// is stamped in the slot (shared by all thieves: no per-victim memory
+    /// here).
     fn steal_wake_slot(&self, v: usize) -> Option<TaskRef> {
         let slot = &self.shared.workers[v].wake_slot;
         let gen = slot.generation();
-        if !slot.is_occupied() {
+        if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
             return None;
         }
-        let mut seen = self.slot_seen.borrow_mut();
-        if seen.len() <= v {
-            seen.resize(v + 1, None);
-        }
-        let now = Instant::now();
-        match seen[v] {
-            Some((g, t0)) if g == gen => {
-                if now.duration_since(t0) < SLOT_GRACE {
-                    return None;
-                }
-                seen[v] = None;
-                slot.steal()
-            }
-            _ => {
-                seen[v] = Some((gen, now));
-                None
-            }
-        }
+        slot.steal()
     }
 
     fn run_runnable(&self, r: Runnable) {
