@@ -42,6 +42,10 @@ const SPIN_PAUSES: u32 = 64;
 /// How long a wake-slot entry must sit unchanged before a thief may take it
 /// (Go's `runnext` waits about 3 us).
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
+/// How long a searching worker leaves a lone fresh entry in its own inbox
+/// to the worker that placed it there (which takes it back if it runs out
+/// of work first: spawn, then join at once) before running it itself.
+const INBOX_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
 
 /// Where the next fiber came from.
 enum Next {
@@ -365,6 +369,8 @@ impl WorkerLocal {
         let others = shared.idle.begin_search();
         let spin = 2 * others < shared.workers.len();
         let mut start: Option<Instant> = None;
+        // When a lone entry was first seen in our own inbox while spinning.
+        let mut home_seen: Option<Instant> = None;
         let found = loop {
             if let Some(r) = self.steal_pass() {
                 break Some(r);
@@ -381,10 +387,23 @@ impl WorkerLocal {
             for _ in 0..SPIN_PAUSES {
                 std::hint::spin_loop();
             }
-            // Work may have appeared at home while we spun.
+            // Work may have appeared at home while we spun. A lone fresh
+            // inbox entry was placed here by a busy worker: if that worker
+            // runs out of work first (it spawned the fiber and joins it at
+            // once), it takes the entry back and nothing crosses cores; so
+            // leave it for `INBOX_GRACE` (protocol: `runtime/README.md`).
             let me = &shared.workers[self.index];
-            if !me.inbox.is_empty() || !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
+            if !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
                 break None;
+            }
+            match me.inbox.len() {
+                0 => home_seen = None,
+                1 => match home_seen {
+                    None => home_seen = Some(now),
+                    Some(t0) if now.duration_since(t0) >= INBOX_GRACE => break None,
+                    Some(_) => {}
+                },
+                _ => break None,
             }
         };
         shared.idle.end_search();
@@ -689,6 +708,7 @@ impl WorkerLocal {
             let mut pool = self.stacks.borrow_mut();
             me.counters.stacks_mapped.store(pool.mapped, Relaxed);
             pool.trim();
+            shared.stacks.trim_spill();
             // Fallback: fibers wait for a stack somewhere; our free ones
             // must not sit in a pool meanwhile.
             shared.stacks.budgeted() && shared.stacks.starved() != 0 && pool.release_free() != 0

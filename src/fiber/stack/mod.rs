@@ -26,10 +26,28 @@
 //! (at least [`MIN_STACK_SIZE`]): address space is cheap, and it keeps the
 //! number of size classes, and so of slabs, small. When a stack goes back to
 //! a pool it stays *warm* (its pages kept) for reuse, up to `WARM_POOL`
-//! stacks per size class; older ones are given back to the kernel whole
-//! (`MADV_DONTNEED`), and when the worker goes idle, the warm ones give
+//! stacks per size class; when the worker goes idle, the warm ones give
 //! back what they dirtied below their top `WARM_TOP` bytes, so one deep
-//! burst does not pin memory for ever.
+//! burst does not pin memory for ever (`mincore` first tells which did:
+//! a `madvise(MADV_DONTNEED)` costs a TLB shootdown, an inter-processor
+//! interrupt to every other CPU running the process, `mincore` does not).
+//!
+//! **Stacks flow between workers**: a fiber started on one worker and
+//! finished on another moves its stack from the first pool to the second.
+//! A pool above `WARM_POOL` warm stacks of a class hands its oldest
+//! `SPILL_BATCH` warm ones to the runtime's *spill* (in `Stacks`: one
+//! mutex, stacks kept per NUMA node and class), and a pool without a free
+//! stack of a class takes a batch back from there before it carves a new
+//! one. Without the spill, a steady flow (fork-join on two workers) made
+//! every `put` on one side give a stack's pages back and every `get` on the
+//! other carve a new one with a guard `madvise`: two TLB shootdowns per
+//! fiber. The spill keeps at most `WARM_POOL` warm stacks per node and
+//! class; beyond that, the stacks handed to it are given back to the kernel
+//! whole and kept cold, `WARM_POOL` at a time or when a worker goes idle,
+//! sorted by address so that neighbours in a slab go in one
+//! `madvise(MADV_DONTNEED)` (guard markers survive it). Fallback stacks (own mappings,
+//! with a budget) do not spill: above `WARM_POOL` the oldest warm one is
+//! given back whole, as before.
 
 pub(crate) mod budget;
 pub(crate) mod os;
@@ -121,6 +139,10 @@ const WARM_POOL: usize = 256;
 /// Bytes at the top of a warm pooled stack that keep their pages when the
 /// worker goes idle.
 const WARM_TOP: usize = 32 * 1024;
+
+/// Warm stacks moved between a worker's pool and the runtime's spill at
+/// once (see the module docs).
+const SPILL_BATCH: usize = WARM_POOL / 2;
 
 /// Stacks in the first slab of a size class (each next slab doubles, up to
 /// `MAX_SLAB_BYTES`).
@@ -252,10 +274,15 @@ impl FiberStack {
         }
     }
 
-    /// Give back the pages below the warm top.
+    /// Give back the pages below the warm top, if the fiber touched any
+    /// (`os::any_resident`: no TLB shootdown for a stack that stayed
+    /// shallow).
     fn trim_below_warm_top(&mut self) {
         if self.dirty {
-            os::discard(self.lo, self.usable().saturating_sub(WARM_TOP));
+            let len = self.usable().saturating_sub(WARM_TOP);
+            if os::any_resident(self.lo, len) {
+                os::discard(self.lo, len);
+            }
             self.dirty = false;
         }
     }
@@ -350,6 +377,12 @@ impl Drop for Slabs {
 pub(crate) struct Stacks {
     pub(crate) mode: StackMode,
     pub(crate) guard: GuardKind,
+    /// Carved stacks handed over by pools with too many (module docs).
+    /// Before `slabs`: dropped first (a carved stack's drop touches no
+    /// memory anyway).
+    spill: Mutex<Vec<Spilled>>,
+    /// Some `Spilled::surplus` is not empty (a hint for `trim_spill`).
+    surplus_pending: std::sync::atomic::AtomicBool,
     pub(crate) slabs: Slabs,
     /// Fibers waiting for a fallback stack, per worker.
     starved: Box<[AtomicUsize]>,
@@ -362,6 +395,8 @@ impl Stacks {
         Stacks {
             mode,
             guard: os::guard_kind(),
+            spill: Mutex::new(Vec::new()),
+            surplus_pending: std::sync::atomic::AtomicBool::new(false),
             slabs: Slabs::default(),
             starved: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             starved_total: AtomicUsize::new(0),
@@ -416,6 +451,127 @@ impl Stacks {
     }
 }
 
+/// The spill's carved stacks of one NUMA node (as the pools name it) and
+/// size class.
+struct Spilled {
+    node: Option<usize>,
+    class: u32,
+    /// Pages kept (trimmed below their warm top), at most `WARM_POOL`.
+    warm: Vec<FiberStack>,
+    /// Beyond `warm`'s cap, not given back yet: `trim_surplus` gives them
+    /// back together once there are `WARM_POOL` of them, or when a worker
+    /// goes idle.
+    surplus: Vec<FiberStack>,
+    /// Given back to the kernel whole.
+    cold: Vec<FiberStack>,
+}
+
+impl Spilled {
+    /// Give the surplus stacks' pages back and keep them cold. Stacks that
+    /// are neighbours in their slab (sorted by address, one guard page
+    /// apart) go in one `madvise(MADV_DONTNEED)` over the run, guard pages
+    /// included: guard markers survive `MADV_DONTNEED` (they are PTE
+    /// markers, not pages), so one TLB shootdown covers the whole run.
+    fn trim_surplus(&mut self) {
+        if self.surplus.is_empty() {
+            return;
+        }
+        let page = os::page_size();
+        self.surplus.sort_unstable_by_key(|s| s.lo);
+        let mut run: Option<(usize, usize)> = None;
+        for s in &mut self.surplus {
+            s.dirty = false;
+            run = match run {
+                Some((lo, top)) if s.lo == top + page => Some((lo, s.top)),
+                Some((lo, top)) => {
+                    os::discard(lo, top - lo);
+                    Some((s.lo, s.top))
+                }
+                None => Some((s.lo, s.top)),
+            };
+        }
+        if let Some((lo, top)) = run {
+            os::discard(lo, top - lo);
+        }
+        self.cold.append(&mut self.surplus);
+    }
+}
+
+impl Stacks {
+    /// Take `batch` carved stacks of `class` (warm ones first) from pool
+    /// `node`'s pool into the spill.
+    fn spill(&self, node: Option<usize>, class: u32, batch: impl Iterator<Item = FiberStack>) {
+        let mut sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match sp.iter().position(|e| e.node == node && e.class == class) {
+            Some(i) => i,
+            None => {
+                sp.push(Spilled { node, class, warm: Vec::new(), surplus: Vec::new(), cold: Vec::new() });
+                sp.len() - 1
+            }
+        };
+        let e = &mut sp[i];
+        for mut s in batch {
+            if e.warm.len() < WARM_POOL {
+                s.trim_below_warm_top();
+                e.warm.push(s);
+            } else {
+                e.surplus.push(s);
+            }
+        }
+        if e.surplus.len() >= WARM_POOL {
+            e.trim_surplus();
+        }
+        let pending = sp.iter().any(|e| !e.surplus.is_empty());
+        self.surplus_pending.store(pending, Relaxed);
+    }
+
+    /// A worker goes idle: give back the spill's surplus (see `Spilled`).
+    pub(crate) fn trim_spill(&self) {
+        if !self.surplus_pending.load(Relaxed) {
+            return;
+        }
+        let mut sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
+        for e in sp.iter_mut() {
+            e.trim_surplus();
+        }
+        self.surplus_pending.store(false, Relaxed);
+    }
+
+    /// Move up to `SPILL_BATCH` spilled stacks of `class` for `node` into
+    /// `c`: warm ones first, then the surplus (warm too, but possibly dirty
+    /// below the warm top: the pool's idle trim checks them), then cold
+    /// ones (below the warm ones in `c.free`). Returns whether any came.
+    fn unspill(&self, node: Option<usize>, class: u32, c: &mut Class) -> bool {
+        let mut sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = sp.iter_mut().find(|e| e.node == node && e.class == class) else { return false };
+        let nw = e.warm.len().min(SPILL_BATCH);
+        let ns = e.surplus.len().min(SPILL_BATCH - nw);
+        let nc = e.cold.len().min(SPILL_BATCH - nw - ns);
+        if nw + ns + nc == 0 {
+            return false;
+        }
+        let at = c.free.len() - c.warm;
+        let cold = e.cold.len() - nc;
+        c.free.splice(at..at, e.cold.drain(cold..));
+        let surplus = e.surplus.len() - ns;
+        c.free.extend(e.surplus.drain(surplus..).map(|mut s| {
+            s.dirty = true;
+            s
+        }));
+        let warm = e.warm.len() - nw;
+        c.free.extend(e.warm.drain(warm..));
+        c.warm += nw + ns;
+        true
+    }
+
+    /// Stacks in the spill: (warm, cold) (tests).
+    #[cfg(test)]
+    fn spilled(&self) -> (usize, usize) {
+        let sp = self.spill.lock().unwrap_or_else(|e| e.into_inner());
+        sp.iter().fold((0, 0), |(w, c), e| (w + e.warm.len() + e.surplus.len(), c + e.cold.len()))
+    }
+}
+
 /// A guarded size class of one worker's pool.
 #[derive(Default)]
 struct Class {
@@ -461,6 +617,11 @@ impl StackPool {
         }
         let c = &mut self.classes[idx];
         if let Some(s) = c.free.pop() {
+            c.warm = c.warm.saturating_sub(1);
+            return Ok(s);
+        }
+        if cfg.guard == GuardKind::Install && cfg.unspill(self.node, idx as u32, c) {
+            let s = c.free.pop().expect("unspill moved at least one");
             c.warm = c.warm.saturating_sub(1);
             return Ok(s);
         }
@@ -610,12 +771,21 @@ impl StackPool {
                     stack.dirty = true;
                     self.needs_trim = true;
                 }
+                let carved = stack.origin == Origin::Carved;
                 c.free.push(stack);
                 c.warm += 1;
                 if c.warm > WARM_POOL {
                     let i = c.free.len() - c.warm;
-                    c.free[i].trim_whole();
-                    c.warm -= 1;
+                    if carved {
+                        // Hand the oldest warm ones to the spill (module
+                        // docs); every carved stack of this pool is
+                        // `Carved`.
+                        c.warm -= SPILL_BATCH;
+                        cfg.spill(self.node, idx as u32, c.free.drain(i..i + SPILL_BATCH));
+                    } else {
+                        c.free[i].trim_whole();
+                        c.warm -= 1;
+                    }
                 }
                 false
             }
@@ -635,5 +805,67 @@ impl StackPool {
                 s.trim_below_warm_top();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-way flow of stacks (taken from pool `a`, given back to pool
+    /// `b`, as when fibers start on one worker and finish on another) goes
+    /// through the spill: `b` keeps at most `WARM_POOL` warm, and `a` gets
+    /// its next stacks from the spill instead of carving new ones.
+    #[test]
+    fn a_one_way_flow_goes_through_the_spill() {
+        let cfg = Stacks::new(StackMode::Guarded, 2);
+        if cfg.guard != GuardKind::Install {
+            // The fallback does not spill (own mappings, budgeted).
+            return;
+        }
+        let (mut a, mut b) = (StackPool::new(None), StackPool::new(None));
+        let n = 3 * WARM_POOL;
+        let stacks: Vec<_> = (0..n).map(|_| a.get(MIN_STACK_SIZE, &cfg).expect("carve")).collect();
+        assert_eq!(a.mapped, n as u64);
+        for s in stacks {
+            assert!(!b.put(s, &cfg));
+        }
+        let (idx, _) = class_of(MIN_STACK_SIZE).expect("class");
+        assert!(b.classes[idx].warm <= WARM_POOL, "pool b keeps {} warm", b.classes[idx].warm);
+        let (warm, cold) = cfg.spilled();
+        assert_eq!(warm + cold + b.classes[idx].free.len(), n, "every stack is in b or in the spill");
+        // 4 batches spilled (at puts 257, 385, 513 and 641): the first two
+        // fill the spill's warm part, the other two are given back whole.
+        assert_eq!((warm, cold, b.classes[idx].free.len()), (WARM_POOL, 2 * SPILL_BATCH, n - 4 * SPILL_BATCH));
+        // Pool a has no free stack: it takes spilled ones, carving none.
+        let before = cfg.spilled();
+        let s = a.get(MIN_STACK_SIZE, &cfg).expect("from the spill");
+        assert_eq!(a.mapped, n as u64, "no new stack carved");
+        let after = cfg.spilled();
+        assert_eq!(before.0 + before.1 - (after.0 + after.1), SPILL_BATCH, "one batch moved");
+        assert_eq!(after, (WARM_POOL - SPILL_BATCH, 2 * SPILL_BATCH), "warm ones first");
+        assert!(!a.put(s, &cfg));
+    }
+
+    /// The idle trim gives back pages below the warm top only where a fiber
+    /// touched them, and then they are gone.
+    #[test]
+    fn the_idle_trim_discards_deep_pages_only_where_touched() {
+        let cfg = Stacks::new(StackMode::Guarded, 1);
+        let mut pool = StackPool::new(None);
+        let mut s = pool.get(DEFAULT_STACK_SIZE, &cfg).expect("stack");
+        let below = s.usable() - WARM_TOP;
+        assert!(!os::any_resident(s.lo, below), "a fresh stack has no pages");
+        // SAFETY: our stack, not used by any coroutine.
+        unsafe { ((s.lo + os::page_size()) as *mut u8).write_volatile(1) };
+        assert!(os::any_resident(s.lo, below));
+        assert!(!os::any_resident(s.lo + 2 * os::page_size(), below - 2 * os::page_size()));
+        s.dirty = true;
+        s.trim_below_warm_top();
+        assert!(!s.dirty);
+        assert!(!os::any_resident(s.lo, below), "trimmed");
+        // SAFETY: as above; the page reads back as zero after the discard.
+        assert_eq!(unsafe { ((s.lo + os::page_size()) as *const u8).read_volatile() }, 0);
+        assert!(!pool.put(s, &cfg));
     }
 }
