@@ -208,6 +208,7 @@ where
     }
 
     /// Run the closure inline (the owner popped its own job back).
+    #[inline]
     pub(crate) fn run_inline(&self) -> Result<R, JoinError> {
         // SAFETY: the owner consumed the only JobRef, so nobody else
         // touches the job.
@@ -223,9 +224,6 @@ where
         self.result.with_mut(|p| unsafe { (*p).take() }).unwrap_or_else(|| Err(JoinError::cancelled()))
     }
 
-    pub(crate) fn is_done(&self) -> bool {
-        self.header.latch.probe()
-    }
 
     /// loom models only: the owner is about to free the job (it observed
     /// the final latch state). Claims exclusive access to every part the
@@ -238,9 +236,16 @@ where
         self.result.with_mut(|_| ());
     }
 
-    /// The fiber running this job on a thief, if any (shutdown drain).
-    pub(crate) fn runner(&self) -> Option<TaskRef> {
-        self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).take()
+    /// Nothing left to drop (after `run_inline` by the owner).
+    pub(crate) fn is_empty(&self) -> bool {
+        // SAFETY: as for `clear` (debug check by the owner).
+        let f = unsafe { (*self.f.get()).is_none() };
+        // SAFETY: as above.
+        let r = self.result.with_mut(|p| unsafe { (*p).is_none() });
+        // SAFETY: as above.
+        let w = self.header.latch.waiter.with_mut(|p| unsafe { (*p).is_none() });
+        let t = self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).is_none();
+        f && r && w && t
     }
 
     unsafe fn execute_raw(h: NonNull<JobHeader>) {
@@ -277,6 +282,49 @@ where
             });
             Latch::set(std::ptr::addr_of!((*this).header.latch));
         }
+    }
+}
+
+/// What `fiber::join` does with its own job besides running it: probe it
+/// and empty it (object-safe, for `join`'s unwinding guard).
+pub(crate) trait OwnedJob {
+    /// The fiber running this job on a thief, if any (shutdown drain).
+    fn runner(&self) -> Option<TaskRef>;
+    /// The latch is final: the executor no longer touches the job.
+    fn is_done(&self) -> bool;
+    /// Drop what the job still holds (see `StackJob`'s impl).
+    fn clear(&self);
+}
+
+impl<F, R> OwnedJob for StackJob<F, R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    fn runner(&self) -> Option<TaskRef> {
+        self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn is_done(&self) -> bool {
+        self.header.latch.probe()
+    }
+
+    /// Drop what the job still holds (its closure if it never ran, a
+    /// result nobody took, a registered waiter, the runner reference),
+    /// through shared access. `join` keeps its job in `ManuallyDrop` and
+    /// calls this once the job is settled, on every path but the inline one
+    /// (where `is_empty` holds).
+    fn clear(&self) {
+        // SAFETY: called by the owner where it used to drop the job: once
+        // the latch is final (no executor touches the job any more), or on
+        // the unwinding path right after `settle_job`, so the owner has the
+        // same exclusive access to every part that a drop had.
+        unsafe { drop((*self.f.get()).take()) };
+        // SAFETY: as above.
+        drop(self.result.with_mut(|p| unsafe { (*p).take() }));
+        // SAFETY: as above.
+        drop(self.header.latch.waiter.with_mut(|p| unsafe { (*p).take() }));
+        drop(self.runner());
     }
 }
 

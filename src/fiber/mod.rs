@@ -79,6 +79,7 @@ pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN
 
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
+use job::OwnedJob;
 use packet::{park_caller, Completion, FiberMain, Main, Packet};
 use task::{Suspend, Task, TaskRef};
 
@@ -178,12 +179,19 @@ pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
 /// The running fiber may not suspend: it is being destroyed, or it is
 /// unwinding a panic (the panic count is per thread, so another fiber
 /// resumed on this thread would see it).
+#[inline]
 fn cannot_suspend(t: &Task) -> bool {
     t.cancelling.get() || std::thread::panicking()
 }
 
 fn suspend(reason: Suspend) {
-    let t = tls::current_task_ptr();
+    suspend_task(tls::current_task_ptr(), reason);
+}
+
+/// Suspend the running fiber, whose task is `t` (read from TLS by the
+/// caller just before: one accessor call per suspension, not two).
+#[inline(always)]
+fn suspend_task(t: *const Task, reason: Suspend) {
     debug_assert!(!t.is_null());
     // SAFETY: we are the running fiber, so our task's body is ours; we only
     // read the yielder pointer, which points into our own stack and was set
@@ -192,20 +200,31 @@ fn suspend(reason: Suspend) {
     debug_assert!(!y.is_null());
     // SAFETY: the yielder lives on this fiber's stack for its whole life.
     unsafe { (*y).suspend(reason) };
-    // From here on we may be on another thread: re-read all TLS.
+    // From here on we may be on another thread: re-read all TLS (`t` is
+    // not TLS: it is our own task, the same on every thread).
 }
 
 /// Park the running fiber until `Shared::wake` (or return at once if a
 /// wake-up token is pending). May return spuriously: callers loop.
 pub(crate) fn park_current() {
-    let Some(t) = current_task() else {
+    park_task(tls::current_task_ptr());
+}
+
+/// `park_current` for a caller that already read the running task `t`
+/// (null on a plain thread) from TLS, without suspending since.
+#[inline]
+pub(crate) fn park_task(t: *const Task) {
+    if t.is_null() {
         crate::loom::thread::park();
         return;
-    };
-    if t.take_token() || cannot_suspend(t) {
+    }
+    // SAFETY: non-null CURRENT: the running task, alive while it runs (see
+    // `current_task`).
+    let task = unsafe { &*t };
+    if task.take_token() || cannot_suspend(task) {
         return;
     }
-    suspend(Suspend::Park);
+    suspend_task(t, Suspend::Park);
 }
 
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
@@ -543,12 +562,24 @@ where
 /// ```
 /// numafiber::fiber::yield_now(); // fine on a plain thread too
 /// ```
+#[inline]
 pub fn yield_now() {
-    match current_task() {
-        None => std::thread::yield_now(),
-        Some(t) if cannot_suspend(t) => {}
-        Some(_) => suspend(Suspend::Yield),
+    // Inlined into the caller on purpose: the fiber then resumes inside its
+    // caller's frame, and the worker's `call` into the fiber is matched by
+    // the `ret` of the fiber's next switch back, so the CPU's return-address
+    // predictor stays right (a non-inlined `yield_now` returns to its
+    // caller where the predictor expects the worker, twice per yield). The
+    // TLS read is therefore the non-inlined accessor (see `worker::tls`).
+    let t = tls::current_task_ptr();
+    if t.is_null() {
+        std::thread::yield_now();
+        return;
     }
+    // SAFETY: as in `current_task`; not used after the suspension.
+    if cannot_suspend(unsafe { &*t }) {
+        return;
+    }
+    suspend_task(t, Suspend::Yield);
 }
 
 /// Wait for a fiber and return its value (corolib `co_await` on a task).
@@ -640,29 +671,35 @@ where
     RA: Send,
     RB: Send,
 {
-    let w = tls::worker_ptr();
-    if w.is_null() || current_task().is_none_or(cannot_suspend) {
+    // One accessor call for both (read again after `a`, which may suspend).
+    let (w, t) = tls::worker_and_task();
+    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
+    if w.is_null() || t.is_null() || cannot_suspend(unsafe { &*t }) {
         return (a(), b());
     }
-    let job = job::StackJob::new(b);
+    // In `ManuallyDrop`: when the caller runs `b` inline, the job holds
+    // nothing (its closure was taken, no result, waiter or runner was ever
+    // stored), so that common path skips the drop glue; the other paths
+    // empty it with `clear`.
+    let job = std::mem::ManuallyDrop::new(job::StackJob::new(b));
     let jref = job.as_job_ref();
     // SAFETY: this thread's live worker; not kept across `a`.
     unsafe {
         (*w).deque.push(job::Runnable::Job(jref));
-        (*w).shared.notify_idle();
+        (*w).notify_idle_after_push();
     }
     // A forced unwind (shutdown drain, `block_on`'s deadlock path) through
     // `job.wait()` below must not free the job while its runner uses it.
-    struct Settle<'j>(&'j dyn Fn() -> (Option<TaskRef>, bool));
+    struct Settle<'j>(&'j dyn job::OwnedJob);
     impl Drop for Settle<'_> {
         fn drop(&mut self) {
             if std::thread::panicking() {
-                settle_job(self.0);
+                settle_job(&|| (self.0.runner(), self.0.is_done()));
             }
+            self.0.clear();
         }
     }
-    let probe = || (job.runner(), job.is_done());
-    let settle = Settle(&probe);
+    let settle = Settle(&*job);
     let ra = catch_unwind(AssertUnwindSafe(a));
     // `a` may have suspended: we may be on another worker now (TLS re-read).
     let w = tls::worker_ptr();
@@ -678,13 +715,16 @@ where
     }
     let rb = if mine {
         std::mem::forget(settle);
-        job.run_inline()
+        let r = job.run_inline();
+        debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
+        r
     } else {
         if current_is_cancelling() {
-            settle_job(&probe);
+            settle_job(&|| (job.runner(), job.is_done()));
         }
         let r = job.wait();
         std::mem::forget(settle);
+        job.clear();
         r
     };
     match (ra, rb) {

@@ -50,13 +50,15 @@ impl Waiter {
 }
 
 /// Block the caller (fiber or thread) until woken; may return spuriously.
+#[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
 pub(crate) fn park_caller() {
-    if tls::current_task_ptr().is_null() {
+    let t = tls::current_task_ptr();
+    if t.is_null() {
         // Counted for the deadlock proof: this thread wakes nobody now.
         let _blocked = crate::sync::deadlock::ThreadBlocked::enter();
         thread::park();
     } else {
-        crate::fiber::park_current();
+        crate::fiber::park_task(t);
     }
 }
 
@@ -84,9 +86,36 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
 
 pub(crate) struct PacketInner<T> {
     result: Option<Result<T, JoinError>>,
-    waiters: Vec<Waiter>,
+    waiters: Waiters,
     /// The result was taken by a join.
     taken: bool,
+}
+
+/// The waiters of one packet. Nearly always one joiner: it is stored
+/// inline, so a join allocates nothing for it; more (scopes, `when_any`
+/// plus a join) go to a `Vec`.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waiter>,
+    more: Vec<Waiter>,
+}
+
+impl Waiters {
+    fn iter(&self) -> impl Iterator<Item = &Waiter> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    fn push(&mut self, w: Waiter) {
+        if self.first.is_none() {
+            self.first = Some(w);
+        } else {
+            self.more.push(w);
+        }
+    }
+
+    fn into_all(self) -> impl Iterator<Item = Waiter> {
+        self.first.into_iter().chain(self.more)
+    }
 }
 
 impl<T> PacketInner<T> {
@@ -111,7 +140,7 @@ impl<T> Packet<T> {
         Arc::new(Packet {
             done: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
-            inner: Mutex::new(PacketInner { result: None, waiters: Vec::new(), taken: false }),
+            inner: Mutex::new(PacketInner { result: None, waiters: Waiters::default(), taken: false }),
         })
     }
 
@@ -137,7 +166,7 @@ impl<T> Packet<T> {
         self.done.store(true, Release);
         let ws = std::mem::take(&mut g.waiters);
         drop(g);
-        for w in ws {
+        for w in ws.into_all() {
             w.wake();
         }
     }

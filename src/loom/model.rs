@@ -11,7 +11,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::JoinError;
-use crate::fiber::job::{JobRef, StackJob};
+use crate::fiber::job::{JobRef, OwnedJob, StackJob};
 use crate::fiber::packet::{FiberMain, Main, Packet};
 use crate::fiber::task::{Task, TaskRef};
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};

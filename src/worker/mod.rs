@@ -3,10 +3,13 @@
 //! See `README.md` in this directory for the parking and shutdown protocol.
 
 pub(crate) mod tls;
+mod yield_queue;
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+use yield_queue::YieldQueue;
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +22,7 @@ use crate::fiber::stack::{budget, StackError, StackMode, StackPool};
 use crate::fiber::job::{JobMain, JobRef, Runnable};
 use crate::fiber::task::{Suspend, Task, TaskRef};
 use crate::policy::ThiefState;
-use crate::runtime::shared::{Counters, Shared};
+use crate::runtime::shared::{Counters, Shared, WorkerShared};
 
 /// Every this many scheduling ticks the inboxes and the yield queue are
 /// served before the own deque, so a fiber that keeps spawning cannot starve
@@ -83,8 +86,23 @@ impl Ord for Timer {
 pub(crate) struct WorkerLocal {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
+    /// `&shared.workers[index]`, without the bounds check and the two
+    /// loads on every use (see `me`).
+    me: *const WorkerShared,
+    /// This thread's `CURRENT` cell (`tls::current_task_slot`), cached by
+    /// `run`: the worker loop never runs on a fiber stack, so it never
+    /// changes threads, and it writes the running fiber around each resume
+    /// without an accessor call.
+    current: Cell<*const Cell<*const Task>>,
     pub(crate) deque: Deque<Runnable>,
-    yielded: RefCell<VecDeque<TaskRef>>,
+    yielded: YieldQueue,
+    /// `shared.stack_mode == StackMode::Slab`: check the stack canary after
+    /// each resume.
+    slab_stacks: bool,
+    /// Other workers exist and may take work from this one (a stealing
+    /// policy and at least two workers): only then can a yield hand its
+    /// fiber to an idle worker.
+    can_share: bool,
     stacks: RefCell<StackPool>,
     /// Fallback path at its budget: unstarted fibers waiting for a stack
     /// (still `RUNNING`: only this worker can reach them, as in `yielded`).
@@ -92,6 +110,9 @@ pub(crate) struct WorkerLocal {
     /// `starved.len()`, read on the hot path without a borrow.
     starved_len: Cell<usize>,
     timers: RefCell<BinaryHeap<Reverse<Timer>>>,
+    /// `timers.len()`, read between fibers without a borrow: the heap is
+    /// looked at only while a timer is armed.
+    timer_count: Cell<usize>,
     timer_seq: Cell<u64>,
     thief: RefCell<ThiefState>,
     tick: Cell<u32>,
@@ -122,15 +143,23 @@ impl WorkerLocal {
         } else {
             None
         };
+        let me: *const WorkerShared = &shared.workers[index];
+        let slab_stacks = shared.stack_mode == StackMode::Slab;
+        let can_share = shared.sched.steals() && shared.workers.len() > 1;
         WorkerLocal {
             index,
+            me,
+            current: Cell::new(std::ptr::null()),
             shared,
             deque,
-            yielded: RefCell::new(VecDeque::new()),
+            yielded: YieldQueue::new(),
+            slab_stacks,
+            can_share,
             stacks: RefCell::new(StackPool::new(node)),
             starved: RefCell::new(VecDeque::new()),
             starved_len: Cell::new(0),
             timers: RefCell::new(BinaryHeap::new()),
+            timer_count: Cell::new(0),
             timer_seq: Cell::new(0),
             thief: RefCell::new(thief),
             tick: Cell::new(0),
@@ -144,8 +173,17 @@ impl WorkerLocal {
         }
     }
 
+    /// The part of this worker that other threads see.
+    #[inline]
+    fn me(&self) -> &WorkerShared {
+        // SAFETY: `me` points into `self.shared.workers`, a boxed slice
+        // that `self.shared` keeps alive and never moves.
+        unsafe { &*self.me }
+    }
+
+    #[inline]
     fn counters(&self) -> &Counters {
-        &self.shared.workers[self.index].counters
+        &self.me().counters
     }
 
     /// Arm a timer that wakes `task` at `deadline`.
@@ -159,7 +197,17 @@ impl WorkerLocal {
     /// Publish the number of pending timers (deadlock detector).
     fn publish_timer_count(&self) {
         let n = self.timers.borrow().len();
-        self.shared.workers[self.index].timers.store(n, Relaxed);
+        self.timer_count.set(n);
+        self.me().timers.store(n, Relaxed);
+    }
+
+    /// Work was pushed onto this worker's own deque (`fiber::join`): let an
+    /// idle worker know, unless no other worker could take it.
+    #[inline]
+    pub(crate) fn notify_idle_after_push(&self) {
+        if self.can_share {
+            self.shared.notify_idle();
+        }
     }
 
     /// Work-first spawn: run `task` right after the current fiber suspends.
@@ -178,6 +226,7 @@ impl WorkerLocal {
     /// The worker's main loop. Returns when the runtime shuts down.
     pub(crate) fn run(&self) {
         let shared = &self.shared;
+        self.current.set(tls::current_task_slot());
         loop {
             if shared.shutdown.load(Acquire) {
                 break;
@@ -224,7 +273,7 @@ impl WorkerLocal {
         }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
-        let me = &self.shared.workers[self.index];
+        let me = self.me();
         if tick % FAIRNESS_TICKS == 0 {
             if let Some(t) = steal_one(&me.pinned_inbox) {
                 return Some(Next::Queued(Runnable::Task(t)));
@@ -232,15 +281,18 @@ impl WorkerLocal {
             if let Some(r) = steal_one(&me.inbox) {
                 return Some(Next::Queued(r));
             }
-            if let Some(t) = self.yielded.borrow_mut().pop_front() {
+            if let Some(t) = self.yielded.pop_front() {
                 return Some(Next::Owned(t));
             }
         }
         if let Some(t) = me.wake_slot.take() {
             return Some(Next::Queued(Runnable::Task(t)));
         }
-        if let Some(t) = self.deque.pop() {
-            return Some(Next::Queued(t));
+        // `is_empty` is two inlined loads; `pop` is a call.
+        if !self.deque.is_empty() {
+            if let Some(t) = self.deque.pop() {
+                return Some(Next::Queued(t));
+            }
         }
         if !me.pinned_inbox.is_empty() {
             if let Some(t) = steal_one(&me.pinned_inbox) {
@@ -254,7 +306,7 @@ impl WorkerLocal {
                 return Some(Next::Queued(t));
             }
         }
-        let t = self.yielded.borrow_mut().pop_front();
+        let t = self.yielded.pop_front();
         t.map(Next::Owned)
     }
 
@@ -274,10 +326,14 @@ impl WorkerLocal {
         Some(t)
     }
 
+    #[inline]
     fn fire_timers(&self) {
-        if self.timers.borrow().is_empty() {
-            return;
+        if self.timer_count.get() != 0 {
+            self.fire_due_timers();
         }
+    }
+
+    fn fire_due_timers(&self) {
         let now = Instant::now();
         loop {
             let due = {
@@ -462,19 +518,29 @@ impl WorkerLocal {
     }
 
     /// Resume `task` until it yields, parks or finishes. `owned`: it comes
-    /// from the private yield queue and is still `RUNNING`.
-    fn run_task(&self, task: TaskRef, owned: bool) {
-        if !owned && !task.transition_to_running() {
-            return; // cancelled by the shutdown drain
+    /// from the private yield queue (or the starved queue) and is still
+    /// `RUNNING`.
+    ///
+    /// After a yield, if nothing but the yield queue has work for this
+    /// worker, the next yielded fiber is resumed right here, without a pass
+    /// through `run` (see `next_after_yield`).
+    fn run_task(&self, mut task: TaskRef, owned: bool) {
+        if !owned {
+            if !task.transition_to_running() {
+                return; // cancelled by the shutdown drain
+            }
+            task.set_last_worker(self.index);
         }
+        // Owned fibers were last run by this worker (the yield and starved
+        // queues are private), so `last_worker` is already ours.
+        debug_assert_eq!(task.last_worker(), self.index);
         let shared = &self.shared;
-        let body = task.body_ptr();
-        task.set_last_worker(self.index);
         // SAFETY: we hold the run permission (from the queue entry or the
         // private yield queue), so the body is ours. Only the `coro` field
         // is borrowed mutably across the resume below; the fiber itself
         // reads the disjoint `yielder` field through the raw pointer.
         let (slot, entry) = unsafe {
+            let body = task.body_ptr();
             (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
         };
         if slot.is_none() {
@@ -504,74 +570,121 @@ impl WorkerLocal {
                 main.run();
             }));
         }
-        let coro = slot.as_mut().expect("set above");
-        let prev = tls::replace_current_task(&*task);
-        let r = coro.resume(());
-        tls::replace_current_task(prev);
-        if shared.stack_mode == StackMode::Slab && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
-            crate::fiber::overflow::report_canary(&task);
-        }
-        Counters::bump(&self.counters().resumes, 1);
-        match r {
-            CoroutineResult::Yield(Suspend::Yield) => {
-                if task.pinned.is_none() && shared.has_idle_workers() && self.has_other_work() {
-                    // Somebody is idle and this worker has more to run than
-                    // this fiber: requeue where thieves can see it (the
-                    // inbox), not in the private yield queue. Otherwise it
-                    // stays here: it is what this worker runs next anyway.
-                    task.transition_to_queued_after_yield();
-                    shared.workers[self.index].inbox.push(Runnable::Task(task));
-                    shared.notify_idle();
-                } else {
+        let current = self.current.get();
+        debug_assert!(!current.is_null(), "run_task outside WorkerLocal::run");
+        // SAFETY: set by `run` on this thread, which outlives the loop.
+        let current = unsafe { &*current };
+        loop {
+            // SAFETY: as above, for the task of this iteration (every task
+            // here has its permission with us, and has started: only a
+            // fiber that ran can yield).
+            let coro = unsafe { (*task.body_ptr()).coro.as_mut() }.expect("started above or yielded");
+            let prev = current.replace(&*task);
+            let r = coro.resume(());
+            current.set(prev);
+            if self.slab_stacks && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
+                crate::fiber::overflow::report_canary(&task);
+            }
+            Counters::bump(&self.counters().resumes, 1);
+            match r {
+                CoroutineResult::Yield(Suspend::Yield) => {
+                    if self.can_share && task.pinned.is_none() && shared.has_idle_workers() && self.has_other_work() {
+                        // Somebody is idle and this worker has more to run
+                        // than this fiber: requeue where thieves can see it
+                        // (the inbox), not in the private yield queue.
+                        // Otherwise it stays here: it is what this worker
+                        // runs next anyway.
+                        task.transition_to_queued_after_yield();
+                        self.me().inbox.push(Runnable::Task(task));
+                        shared.notify_idle();
+                        return;
+                    }
                     // Stays RUNNING: see `next_local`.
-                    self.yielded.borrow_mut().push_back(task);
+                    match self.next_after_yield(task) {
+                        Some(next) => task = next,
+                        None => return,
+                    }
                 }
-            }
-            CoroutineResult::Yield(Suspend::Handoff) => {
-                task.transition_to_queued_after_yield();
-                if task.pinned.is_some() {
-                    // A pinned parent of an eager child: not stealable.
-                    shared.workers[self.index].pinned_inbox.push(task);
-                } else {
-                    self.deque.push(Runnable::Task(task));
-                    shared.notify_idle();
+                CoroutineResult::Yield(Suspend::Handoff) => {
+                    task.transition_to_queued_after_yield();
+                    if task.pinned.is_some() {
+                        // A pinned parent of an eager child: not stealable.
+                        self.me().pinned_inbox.push(task);
+                    } else {
+                        self.deque.push(Runnable::Task(task));
+                        shared.notify_idle();
+                    }
+                    return;
                 }
-            }
-            CoroutineResult::Yield(Suspend::Park) => {
-                self.end_yield_streak();
-                // SAFETY: still our permission; the fiber is suspended.
-                let body = unsafe { task.body() };
-                if !body.registered {
-                    body.registered = true;
-                    shared.registry.insert(&task);
+                CoroutineResult::Yield(Suspend::Park) => {
+                    self.end_yield_streak();
+                    // SAFETY: still our permission; the fiber is suspended.
+                    let body = unsafe { task.body() };
+                    if !body.registered {
+                        body.registered = true;
+                        shared.registry.insert(&task);
+                    }
+                    Counters::bump(&self.counters().parks, 1);
+                    if task.transition_to_parked() {
+                        // The parked task owns this reference now; its
+                        // waker takes it over (`fiber::task`, step 5).
+                        std::mem::forget(task);
+                    } else {
+                        // A wake-up raced with the suspension: run it again.
+                        self.deque.push(Runnable::Task(task));
+                    }
+                    return;
                 }
-                Counters::bump(&self.counters().parks, 1);
-                if task.transition_to_parked() {
-                    // The parked task owns this reference now; its waker
-                    // takes it over (`fiber::task`, step 5).
-                    std::mem::forget(task);
-                } else {
-                    // A wake-up raced with the suspension: run it again.
-                    self.deque.push(Runnable::Task(task));
+                CoroutineResult::Return(()) => {
+                    self.end_yield_streak();
+                    // SAFETY: as above.
+                    let coro = unsafe { task.body() }.coro.take().expect("it just returned");
+                    let stack = coro.into_stack();
+                    if self.stacks.borrow_mut().put(stack, &shared.stacks) {
+                        shared.notify_stack_freed();
+                    }
+                    // SAFETY: as above.
+                    let registered = unsafe { task.body() }.registered;
+                    task.transition_to_done();
+                    if registered {
+                        shared.registry.remove(task.id);
+                    }
+                    shared.sched.fiber_left_node(shared.node_of(self.index));
+                    return;
                 }
-            }
-            CoroutineResult::Return(()) => {
-                self.end_yield_streak();
-                // SAFETY: as above.
-                let coro = unsafe { task.body() }.coro.take().expect("it just returned");
-                let stack = coro.into_stack();
-                if self.stacks.borrow_mut().put(stack, &shared.stacks) {
-                    shared.notify_stack_freed();
-                }
-                // SAFETY: as above.
-                let registered = unsafe { task.body() }.registered;
-                task.transition_to_done();
-                if registered {
-                    shared.registry.remove(task.id);
-                }
-                shared.sched.fiber_left_node(shared.node_of(self.index));
             }
         }
+    }
+
+    /// `task` just yielded and stays with this worker (still `RUNNING`).
+    /// If what `run` would do next is to take the front of the yield queue
+    /// (no shutdown, no timer armed, no reactor poll due, every other queue
+    /// of `next_local` empty), return that fiber (or `task` itself when it
+    /// is the only one) for `run_task` to resume without leaving; otherwise
+    /// queue `task` and return `None`. Fairness is unchanged: the fast path
+    /// is taken only when the yield queue is the only source of work, and
+    /// the queue stays FIFO. It counts as a loop iteration for the
+    /// reactor's busy poll.
+    #[inline]
+    fn next_after_yield(&self, task: TaskRef) -> Option<TaskRef> {
+        // `run_next` is only set right before a `Handoff`.
+        debug_assert!(self.run_next.borrow().is_none());
+        let me = self.me();
+        let io_tick = self.io_tick.get() + 1;
+        if io_tick >= crate::reactor::BUSY_POLL_TICKS
+            || self.timer_count.get() != 0
+            || self.starved_len.get() != 0
+            || me.wake_slot.is_occupied()
+            || !self.deque.is_empty()
+            || !me.pinned_inbox.is_empty()
+            || !me.inbox.is_empty()
+            || self.shared.shutdown.load(Acquire)
+        {
+            self.yielded.push_back(task);
+            return None;
+        }
+        self.io_tick.set(io_tick);
+        Some(self.yielded.rotate(task))
     }
 
     /// Every `BUSY_POLL_TICKS` iterations, poll the reactor without
@@ -635,7 +748,7 @@ impl WorkerLocal {
     /// compute and yield spread to idle workers.
     #[inline]
     fn has_other_work(&self) -> bool {
-        let me = &self.shared.workers[self.index];
+        let me = self.me();
         if !self.deque.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
             return true;
         }
@@ -650,7 +763,7 @@ impl WorkerLocal {
         } else {
             self.yield_streak.set(streak);
         }
-        self.long_slices.get() && !self.yielded.borrow().is_empty()
+        self.long_slices.get() && !self.yielded.is_empty()
     }
 
     /// A park or a finish ends a streak of yields.
@@ -667,7 +780,7 @@ impl WorkerLocal {
             || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
-            || !self.yielded.borrow().is_empty()
+            || !self.yielded.is_empty()
             || (self.starved_len.get() != 0 && budget::has_room())
         {
             return true;
@@ -689,7 +802,7 @@ impl WorkerLocal {
         while let Some(t) = self.deque.pop() {
             me.inbox.push(t);
         }
-        for t in self.yielded.borrow_mut().drain(..) {
+        while let Some(t) = self.yielded.pop_front() {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
         }

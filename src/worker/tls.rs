@@ -43,3 +43,19 @@ pub(crate) fn current_task_ptr() -> *const Task {
 pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
     CURRENT.with(|c| c.replace(p))
 }
+
+/// This thread's worker and running fiber, in one call (`fiber::join`).
+#[inline(never)]
+pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
+    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.get()))
+}
+
+/// The address of this thread's `CURRENT` cell. Only for code that never
+/// runs on a fiber stack and so never changes threads: the worker loop
+/// caches it once (`WorkerLocal::run`) and writes the running fiber through
+/// it around every resume, without a call per write. The address is valid
+/// for as long as the thread lives.
+#[inline(never)]
+pub(crate) fn current_task_slot() -> *const Cell<*const Task> {
+    CURRENT.with(|c| c as *const Cell<*const Task>)
+}
