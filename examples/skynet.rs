@@ -14,10 +14,15 @@
 //! skynet numafiber workers=W vmhwm_kib=K
 //! ```
 //!
-//! Usage: `skynet numafiber|may <workers> [leaves] [runs]`
+//! `numafiber_wf` is numafiber with `PolicyOptions::work_first` (a spawning
+//! worker runs the child at once and leaves itself stealable), to show
+//! what the default help-first placement costs this recursive tree.
+//!
+//! Usage: `skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]`
 
 use std::time::Instant;
 
+use numafiber::policy::PolicyOptions;
 use numafiber::{fiber, Runtime};
 
 fn skynet_fiber(num: u64, size: u64) -> u64 {
@@ -50,7 +55,7 @@ fn vmhwm_kib() -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: skynet numafiber|may <workers> [leaves] [runs]";
+    let usage = "usage: skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]";
     let which = args.get(1).map(String::as_str).unwrap_or("numafiber");
     let workers: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let leaves: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
@@ -70,6 +75,13 @@ fn main() {
     match which {
         "numafiber" => {
             let rt = Runtime::builder().workers(workers).build().expect("runtime");
+            for i in 0..runs {
+                run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
+            }
+        }
+        "numafiber_wf" => {
+            let opts = PolicyOptions { work_first: true, ..PolicyOptions::default() };
+            let rt = Runtime::builder().workers(workers).policy_options(opts).build().expect("runtime");
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }

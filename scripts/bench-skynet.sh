@@ -2,7 +2,8 @@
 # bench-skynet.sh - skynet (1,000,000 leaves, 1,111,111 fibers) with DEFAULT
 # settings: numafiber (examples/skynet.rs: Runtime::builder().workers(W)),
 # Go (benches/peers/go/skynet, GOMAXPROCS=W) and may (default config, W
-# workers), on 1 and 2 workers.
+# workers), on 1 and 2 workers; numafiber_wf is numafiber with
+# PolicyOptions::work_first (the one non-default setting, for comparison).
 #
 #   scripts/bench-skynet.sh [ROUNDS] [LEAVES]     (defaults: 5, 1000000)
 #
@@ -29,7 +30,7 @@ if need_go; then
     (cd benches/peers/go/skynet && GO111MODULE=off go build -o "../../../../$OUT/skynet_go" main.go) && GO="$OUT/skynet_go"
 fi
 
-variants=("numafiber 1" "numafiber 2" "may 1" "may 2")
+variants=("numafiber 1" "numafiber 2" "numafiber_wf 1" "numafiber_wf 2" "may 1" "may 2")
 [ -n "$GO" ] && variants+=("go 1" "go 2")
 
 # run VARIANT WORKERS -> appends "ms cpu_s hwm_kib" or "FAILED reason" to $OUT/<v>_<w>.txt
@@ -60,29 +61,31 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "skynet, $LEAVES leaves, default settings, median of $ROUNDS fresh processes ($(uname -r), $(nproc) CPUs)"
-printf "%-10s %7s %10s %10s %12s  %s\n" variant workers wall_ms cpu_s peak_rss_MiB notes
+printf "%-12s %7s %10s %10s %12s  %s\n" variant workers wall_ms cpu_s peak_rss_MiB notes
 declare -A WALL CPU HWM
 for vw in "${variants[@]}"; do
     set -- $vw
     f="$OUT/${1}_$2.txt"
     ok=$(grep -vc '^FAILED' "$f" || true)
     if [ "$ok" = 0 ]; then
-        printf "%-10s %7s %10s %10s %12s  %s\n" "$1" "$2" - - - "$(head -1 "$f")"
+        printf "%-12s %7s %10s %10s %12s  %s\n" "$1" "$2" - - - "$(head -1 "$f")"
         continue
     fi
     WALL[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $1}' | median)
     CPU[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $2}' | median)
     HWM[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $3 / 1024}' | median)
     fails=$(grep -c '^FAILED' "$f" || true)
-    printf "%-10s %7s %10s %10s %12.1f  %s\n" "$1" "$2" "${WALL[$vw]}" "${CPU[$vw]}" "${HWM[$vw]}" \
+    printf "%-12s %7s %10s %10s %12.1f  %s\n" "$1" "$2" "${WALL[$vw]}" "${CPU[$vw]}" "${HWM[$vw]}" \
         "$([ "$fails" != 0 ] && echo "$fails runs FAILED")"
 done
 if [ -n "$GO" ]; then
     for w in 1 2; do
-        n="numafiber $w" g="go $w"
+      for v in numafiber numafiber_wf; do
+        n="$v $w" g="go $w"
         if [ -n "${WALL[$n]:-}" ] && [ -n "${WALL[$g]:-}" ]; then
-            awk -v a="${WALL[$n]}" -v b="${WALL[$g]}" -v c="${CPU[$n]}" -v d="${CPU[$g]}" -v e="${HWM[$n]}" -v f="${HWM[$g]}" -v w="$w" \
-                'BEGIN {printf "numafiber/Go, %d workers: wall %.2fx, cpu %.2fx, peak RSS %.2fx\n", w, a/b, c/d, e/f}'
+            awk -v a="${WALL[$n]}" -v b="${WALL[$g]}" -v c="${CPU[$n]}" -v d="${CPU[$g]}" -v e="${HWM[$n]}" -v f="${HWM[$g]}" -v w="$w" -v v="$v" \
+                'BEGIN {printf "%s/Go, %d workers: wall %.2fx, cpu %.2fx, peak RSS %.2fx\n", v, w, a/b, c/d, e/f}'
         fi
+      done
     done
 fi
