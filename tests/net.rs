@@ -427,3 +427,40 @@ fn a_burst_of_connects_fits_the_accept_queue() {
     eprintln!("{n} connects queued without accept in {:?}", t.elapsed());
     assert_eq!(held.len(), n);
 }
+
+/// A read with a timeout that data ends early leaves no timer behind: the
+/// worker's heap stays near its live size instead of one 60 s timer per
+/// read (and a stale timer no longer wakes the fiber later).
+#[test]
+fn reads_that_beat_their_timeout_do_not_pile_up_timers() {
+    let _g = serial();
+    const ROUNDS: usize = 3_000;
+    let rt = rt(1);
+    rt.block_on(|| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let echo = fiber::spawn(move || {
+            let mut b = [0u8; 1];
+            let mut n = 0;
+            // Parks in the read (with its timer) until the byte comes.
+            while s.read(&mut b).unwrap() == 1 {
+                s.write_all(&b).unwrap();
+                n += 1;
+            }
+            n
+        });
+        let mut b = [0u8; 1];
+        for i in 0..ROUNDS {
+            fiber::yield_now(); // the reader gets to its read first
+            c.write_all(&[i as u8]).unwrap();
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(b[0], i as u8);
+        }
+        c.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(fiber::await_fiber(echo), ROUNDS);
+    });
+    let timers = rt.stats().workers[0].pending_timers;
+    assert!(timers <= 128, "{timers} timers left after {ROUNDS} reads that beat their timeout");
+}

@@ -1062,3 +1062,41 @@ fn handoff_value_survives_shutdown_of_its_receiver() {
         assert_eq!(got.load(SeqCst) + rest, 1 + (1 << 10), "round {round}: each value received exactly once");
     }
 }
+
+/// Timed waits that end early (the value comes before the deadline) leave
+/// no timers behind: without compaction every `recv_timeout` that parked
+/// left its 60 s timer in the worker's heap (20,000 here).
+#[test]
+fn timed_waits_that_end_early_do_not_pile_up_timers() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    const ROUNDS: usize = 20_000;
+    rt.block_on(|| {
+        let (to_b, from_a) = channel::bounded::<usize>(0);
+        let (to_a, from_b) = channel::bounded::<usize>(0);
+        let b = fiber::spawn(move || {
+            let mut n = 0;
+            while let Ok(v) = from_a.recv_timeout(Duration::from_secs(60)) {
+                to_a.send(v + 1).unwrap();
+                n += 1;
+            }
+            n
+        });
+        let mut v = 0;
+        for _ in 0..ROUNDS {
+            // The receiver runs first and parks in `recv_timeout` (with a
+            // timer) before the value comes.
+            fiber::yield_now();
+            to_b.send(v).unwrap();
+            v = from_b.recv().unwrap();
+        }
+        drop(to_b);
+        assert_eq!(fiber::await_fiber(b), ROUNDS);
+        assert_eq!(v, ROUNDS);
+    });
+    let s = rt.stats();
+    // Every round parked the receiver with a timer (counted below); the
+    // heap must stay near twice its live size (0 or 1 here), not ROUNDS.
+    assert!(s.workers[0].parks >= ROUNDS as u64, "the receiver did not park: {} parks", s.workers[0].parks);
+    let timers = s.workers[0].pending_timers;
+    assert!(timers <= 128, "{timers} timers left after {ROUNDS} early-ended timed waits");
+}

@@ -640,7 +640,11 @@ pub fn sleep(d: Duration) {
         // suspension happens while the reference is used.
         unsafe { (*w).add_timer(deadline, me) };
         park_current();
-        if current_task().is_some_and(cannot_suspend) {
+        let t = current_task();
+        if let Some(t) = t {
+            t.timed_wait_over();
+        }
+        if t.is_some_and(cannot_suspend) {
             return;
         }
     }

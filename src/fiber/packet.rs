@@ -82,6 +82,9 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
         unsafe { (*w).add_timer(deadline, task) };
     }
     crate::fiber::park_current();
+    // SAFETY: `t` is the running fiber's own task (non-null, checked
+    // above), alive while its fiber runs, which it does again here.
+    unsafe { (*t).timed_wait_over() };
 }
 
 pub(crate) struct PacketInner<T> {

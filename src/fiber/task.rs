@@ -117,6 +117,15 @@ pub(crate) struct Task {
     /// the granter, both under that queue's lock; read by the fiber.
     /// A loom atomic under `cfg(loom)` (model `handoff_grant_vs_leave`).
     pub(crate) wait_signalled: crate::loom::sync::atomic::AtomicBool,
+    /// Generation of the fiber's timed wait: a worker timer armed for this
+    /// task records it, and the fiber bumps it when the wait ends
+    /// ([`Task::timed_wait_over`]), so a timer whose wait was ended by
+    /// something else (readiness, a send, a set event) is stale: it wakes
+    /// nobody when due, and the worker drops it when it compacts its heap.
+    /// Written only by the fiber itself, read by the worker holding the
+    /// timer; relaxed: a timer that reads an old value wakes the task once
+    /// spuriously, which every park already tolerates.
+    timer_gen: AtomicU64,
     body: UnsafeCell<Body>,
 }
 
@@ -192,6 +201,20 @@ unsafe impl Send for Task {}
 unsafe impl Sync for Task {}
 
 impl Task {
+    /// The generation a timer armed now for this task's timed wait records.
+    #[inline]
+    pub(crate) fn timer_gen(&self) -> u64 {
+        self.timer_gen.load(Relaxed)
+    }
+
+    /// The fiber's timed wait is over (called by the fiber after its park
+    /// returned): timers armed for it are stale from now on. Only the fiber
+    /// itself writes the generation, so no read-modify-write is needed.
+    #[inline]
+    pub(crate) fn timed_wait_over(&self) {
+        self.timer_gen.store(self.timer_gen.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
     pub(crate) fn new(
         id: u64,
         name: Option<Arc<str>>,
@@ -211,6 +234,7 @@ impl Task {
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
+            timer_gen: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
                 entry: Some(entry),
                 coro: None,

@@ -154,6 +154,9 @@ impl<S: Source + AsRawFd> IoSource<S> {
             }
             crate::fiber::set_wait_reason(wait_kind::IO, reg.io_addr());
             crate::fiber::park_current();
+            if deadline.is_some() {
+                task.timed_wait_over();
+            }
             crate::fiber::set_wait_reason(wait_kind::NONE, 0);
             reg.io.remove_waiter(&reg.reactor, d, task);
             if crate::fiber::current_cannot_suspend() {

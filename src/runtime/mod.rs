@@ -996,6 +996,11 @@ pub struct WorkerStats {
     pub parks: u64,
     /// Stacks this worker mapped (fresh `mmap`s, not pool hits).
     pub stacks_mapped: u64,
+    /// Timers in this worker's heap (sleeps and timed waits), as last
+    /// published by the worker. Includes stale ones (a timed wait that
+    /// ended before its deadline) until the heap is next compacted, which
+    /// keeps it within about twice the live timers (at least 64).
+    pub pending_timers: usize,
 }
 
 /// Counters of one NUMA node.
@@ -1077,6 +1082,7 @@ impl Stats {
                     stolen_fibers: c.stolen_fibers.load(Relaxed),
                     parks: c.parks.load(Relaxed),
                     stacks_mapped: c.stacks_mapped.load(Relaxed),
+                    pending_timers: w.timers.load(Relaxed),
                 }
             })
             .collect();

@@ -60,8 +60,21 @@ enum Next {
 pub(crate) struct Timer {
     pub(crate) deadline: Instant,
     pub(crate) seq: u64,
+    /// `task.timer_gen()` when armed: the timer is live while they match.
+    pub(crate) gen: u64,
     pub(crate) task: TaskRef,
 }
+
+impl Timer {
+    /// The timed wait it was armed for is still going on.
+    fn is_live(&self) -> bool {
+        self.task.timer_gen() == self.gen
+    }
+}
+
+/// The timer heap is compacted (stale timers dropped) when it reaches
+/// twice its size after the last compaction, and never below this.
+const TIMER_COMPACT_MIN: usize = 64;
 impl PartialEq for Timer {
     fn eq(&self, o: &Self) -> bool {
         (self.deadline, self.seq) == (o.deadline, o.seq)
@@ -114,6 +127,8 @@ pub(crate) struct WorkerLocal {
     /// looked at only while a timer is armed.
     timer_count: Cell<usize>,
     timer_seq: Cell<u64>,
+    /// Heap size at which `add_timer` next drops stale timers.
+    timer_compact_at: Cell<usize>,
     thief: RefCell<ThiefState>,
     tick: Cell<u32>,
     /// Status last told to the policy (busy running fibers, or idle).
@@ -161,6 +176,7 @@ impl WorkerLocal {
             timers: RefCell::new(BinaryHeap::new()),
             timer_count: Cell::new(0),
             timer_seq: Cell::new(0),
+            timer_compact_at: Cell::new(TIMER_COMPACT_MIN),
             thief: RefCell::new(thief),
             tick: Cell::new(0),
             busy: Cell::new(false),
@@ -187,10 +203,32 @@ impl WorkerLocal {
     }
 
     /// Arm a timer that wakes `task` at `deadline`.
+    ///
+    /// The timer belongs to the task's current timed wait: once the fiber
+    /// calls `Task::timed_wait_over` it is stale. Stale timers wake nobody
+    /// and are dropped when the heap reaches twice its size after the last
+    /// compaction, so the heap stays within about twice the live timers
+    /// however many waits end early (O(1) amortized per timer).
     pub(crate) fn add_timer(&self, deadline: Instant, task: TaskRef) {
         let seq = self.timer_seq.get();
         self.timer_seq.set(seq + 1);
-        self.timers.borrow_mut().push(Reverse(Timer { deadline, seq, task }));
+        let gen = task.timer_gen();
+        let stale = {
+            let mut heap = self.timers.borrow_mut();
+            heap.push(Reverse(Timer { deadline, seq, gen, task }));
+            if heap.len() >= self.timer_compact_at.get() {
+                let (live, stale): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut *heap).into_vec().into_iter().partition(|Reverse(t)| t.is_live());
+                *heap = BinaryHeap::from(live);
+                self.timer_compact_at.set(heap.len().saturating_mul(2).max(TIMER_COMPACT_MIN));
+                stale
+            } else {
+                Vec::new()
+            }
+        };
+        // Outside the heap's borrow: the last reference to a finished task
+        // may go here.
+        drop(stale);
         self.publish_timer_count();
     }
 
@@ -339,12 +377,14 @@ impl WorkerLocal {
             let due = {
                 let mut heap = self.timers.borrow_mut();
                 match heap.peek() {
-                    Some(Reverse(t)) if t.deadline <= now => heap.pop().map(|Reverse(t)| t.task),
+                    Some(Reverse(t)) if t.deadline <= now => heap.pop().map(|Reverse(t)| t),
                     _ => None,
                 }
             };
             match due {
-                Some(task) => self.shared.wake(task),
+                // A stale timer (its wait ended otherwise) wakes nobody.
+                Some(t) if t.is_live() => self.shared.wake(t.task),
+                Some(t) => drop(t),
                 None => break,
             }
         }
