@@ -326,6 +326,24 @@ fn spawn_workers(rt: &Arc<Rt>, first: usize) -> Vec<thread::JoinHandle<()>> {
         .collect()
 }
 
+/// Run one model of a fiber on worker 0: workers `1..` start in their loop,
+/// worker 0 first runs `fiber0` (the body of its running fiber, which makes
+/// fibers runnable), then its loop; the main thread waits until every
+/// fiber ran (`Rt::finish`).
+fn run_with_fiber_on_worker0(rt: Arc<Rt>, fiber0: impl FnOnce(&Rt) + Send + 'static) {
+    let _ = rt.main.set(thread::current());
+    let mut workers = spawn_workers(&rt, 1);
+    let rt0 = rt.clone();
+    let h0 = thread::spawn(move || {
+        fiber0(&rt0);
+        // The fiber returned: back to the worker loop.
+        rt0.worker_loop(0);
+    });
+    rt.idle.set_thread(0, h0.thread().clone());
+    workers.insert(0, h0);
+    rt.finish(workers);
+}
+
 // ---------------------------------------------------------------------
 // Model 1: worker park/unpark against a concurrent spawn
 // ---------------------------------------------------------------------
@@ -339,20 +357,11 @@ fn spawn_workers(rt: &Arc<Rt>, first: usize) -> Vec<thread::JoinHandle<()>> {
 #[test]
 fn park_vs_spawn() {
     check("park_vs_spawn (2 workers, stealing)", Some(3), || {
-        let rt = Rt::new(2, true, 2);
-        let _ = rt.main.set(thread::current());
-        let mut workers = spawn_workers(&rt, 1);
-        let rt0 = rt.clone();
-        let h0 = thread::spawn(move || {
+        run_with_fiber_on_worker0(Rt::new(2, true, 2), |rt| {
             // The running fiber's body: two spawns.
-            rt0.push_local(0);
-            rt0.push_remote(1);
-            // The fiber returned: back to the worker loop.
-            rt0.worker_loop(0);
+            rt.push_local(0);
+            rt.push_remote(1);
         });
-        rt.idle.set_thread(0, h0.thread().clone());
-        workers.insert(0, h0);
-        rt.finish(workers);
     });
 }
 
@@ -361,18 +370,10 @@ fn park_vs_spawn() {
 #[test]
 fn park_vs_spawn_no_steal() {
     check("park_vs_spawn_no_steal (2 workers)", Some(3), || {
-        let rt = Rt::new(2, false, 2);
-        let _ = rt.main.set(thread::current());
-        let mut workers = spawn_workers(&rt, 1);
-        let rt0 = rt.clone();
-        let h0 = thread::spawn(move || {
-            rt0.push_local(0);
-            rt0.push_remote(1);
-            rt0.worker_loop(0);
+        run_with_fiber_on_worker0(Rt::new(2, false, 2), |rt| {
+            rt.push_local(0);
+            rt.push_remote(1);
         });
-        rt.idle.set_thread(0, h0.thread().clone());
-        workers.insert(0, h0);
-        rt.finish(workers);
     });
 }
 
@@ -393,18 +394,10 @@ fn park_vs_spawn_no_steal() {
 #[test]
 fn wake_slot_put_take_steal() {
     check("wake_slot_put_take_steal (2 workers, stealing)", Some(3), || {
-        let rt = Rt::with_slots(2, true, 2);
-        let _ = rt.main.set(thread::current());
-        let mut workers = spawn_workers(&rt, 1);
-        let rt0 = rt.clone();
-        let h0 = thread::spawn(move || {
-            rt0.push_slot(0);
-            rt0.push_slot(0);
-            rt0.worker_loop(0);
+        run_with_fiber_on_worker0(Rt::with_slots(2, true, 2), |rt| {
+            rt.push_slot(0);
+            rt.push_slot(0);
         });
-        rt.idle.set_thread(0, h0.thread().clone());
-        workers.insert(0, h0);
-        rt.finish(workers);
     });
 }
 
@@ -414,17 +407,9 @@ fn wake_slot_put_take_steal() {
 #[test]
 fn wake_slot_lone_entry() {
     check("wake_slot_lone_entry (2 workers, stealing)", Some(3), || {
-        let rt = Rt::with_slots(2, true, 1);
-        let _ = rt.main.set(thread::current());
-        let mut workers = spawn_workers(&rt, 1);
-        let rt0 = rt.clone();
-        let h0 = thread::spawn(move || {
-            rt0.push_slot(0);
-            rt0.worker_loop(0);
+        run_with_fiber_on_worker0(Rt::with_slots(2, true, 1), |rt| {
+            rt.push_slot(0);
         });
-        rt.idle.set_thread(0, h0.thread().clone());
-        workers.insert(0, h0);
-        rt.finish(workers);
     });
 }
 
