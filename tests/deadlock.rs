@@ -17,15 +17,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use numafiber::sync::{channel, Barrier, Event, Mutex};
+mod common;
+use common::panic_message;
+use numafiber::sync::{channel, Event, Mutex};
 use numafiber::{fiber, sync, Runtime, Topology};
 
 fn rt() -> Runtime {
     Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().expect("runtime")
-}
-
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
 }
 
 fn expect_deadlock(what: &str, f: impl FnOnce()) -> String {
@@ -42,30 +40,7 @@ fn expect_deadlock(what: &str, f: impl FnOnce()) -> String {
 fn proven_lock_cycle() {
     let rt = rt();
     let msg = expect_deadlock("lock cycle", || {
-        rt.block_on(|| {
-            let a = Arc::new(Mutex::new(()));
-            let b = Arc::new(Mutex::new(()));
-            let both = Arc::new(Barrier::new(2));
-            let (a1, b1, w1) = (a.clone(), b.clone(), both.clone());
-            let h1 = fiber::Builder::new()
-                .name("left")
-                .spawn(move || {
-                    let _ga = a1.lock();
-                    w1.wait();
-                    let _gb = b1.lock();
-                })
-                .unwrap();
-            let h2 = fiber::Builder::new()
-                .name("right")
-                .spawn(move || {
-                    let _gb = b.lock();
-                    both.wait();
-                    let _ga = a.lock();
-                })
-                .unwrap();
-            fiber::await_fiber(h1);
-            fiber::await_fiber(h2);
-        })
+        rt.block_on(common::lock_cycle)
     });
     assert!(msg.contains("\"left\" [Mutex lock"), "{msg}");
     assert!(msg.contains("\"right\" [Mutex lock"), "{msg}");

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::panic_message;
 use numafiber::sync::channel::{self, RecvTimeoutError, TryRecvError, TrySendError};
 use numafiber::sync::{Barrier, Condvar, Event, Mutex, RwLock, Semaphore, WaitGroup};
 use numafiber::{fiber, Policy, Runtime, Topology};
@@ -772,39 +774,12 @@ fn strict_rt() -> Runtime {
         .expect("runtime")
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
-}
-
 #[test]
 fn deadlock_report_names_fibers_of_a_lock_cycle() {
     let rt = strict_rt();
     let t = Instant::now();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        rt.block_on(|| {
-            let a = Arc::new(Mutex::new(()));
-            let b = Arc::new(Mutex::new(()));
-            let both = Arc::new(Barrier::new(2));
-            let (a1, b1, w1) = (a.clone(), b.clone(), both.clone());
-            let h1 = fiber::Builder::new()
-                .name("left")
-                .spawn(move || {
-                    let _ga = a1.lock();
-                    w1.wait();
-                    let _gb = b1.lock();
-                })
-                .unwrap();
-            let h2 = fiber::Builder::new()
-                .name("right")
-                .spawn(move || {
-                    let _gb = b.lock();
-                    both.wait();
-                    let _ga = a.lock();
-                })
-                .unwrap();
-            fiber::await_fiber(h1);
-            fiber::await_fiber(h2);
-        })
+        rt.block_on(common::lock_cycle)
     }));
     let msg = panic_message(r.expect_err("block_on must report the deadlock"));
     assert!(msg.contains("all fibers are asleep - deadlock!"), "{msg}");

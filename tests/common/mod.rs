@@ -1,0 +1,41 @@
+//! Helpers shared by test binaries (`mod common;`); each binary uses a
+//! part of them.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use numafiber::fiber;
+use numafiber::sync::{Barrier, Mutex};
+
+/// The text of a panic payload (`String` or `&str`), empty otherwise.
+pub fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+/// A lock cycle between two fibers named "left" and "right" (each holds
+/// one mutex and waits for the other's): the body of a `block_on` that can
+/// only end in the deadlock report.
+pub fn lock_cycle() {
+    let a = Arc::new(Mutex::new(()));
+    let b = Arc::new(Mutex::new(()));
+    let both = Arc::new(Barrier::new(2));
+    let (a1, b1, w1) = (a.clone(), b.clone(), both.clone());
+    let h1 = fiber::Builder::new()
+        .name("left")
+        .spawn(move || {
+            let _ga = a1.lock();
+            w1.wait();
+            let _gb = b1.lock();
+        })
+        .unwrap();
+    let h2 = fiber::Builder::new()
+        .name("right")
+        .spawn(move || {
+            let _gb = b.lock();
+            both.wait();
+            let _ga = a.lock();
+        })
+        .unwrap();
+    fiber::await_fiber(h1);
+    fiber::await_fiber(h2);
+}
