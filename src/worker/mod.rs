@@ -432,7 +432,7 @@ impl WorkerLocal {
             // runs out of work first (it spawned the fiber and joins it at
             // once), it takes the entry back and nothing crosses cores; so
             // leave it for `INBOX_GRACE` (protocol: `runtime/README.md`).
-            let me = &shared.workers[self.index];
+            let me = self.me();
             if !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
                 break None;
             }
@@ -747,7 +747,7 @@ impl WorkerLocal {
     /// either way no longer than the next timer.
     fn park_idle(&self) {
         let shared = &self.shared;
-        let me = &shared.workers[self.index];
+        let me = self.me();
         let released = {
             let mut pool = self.stacks.borrow_mut();
             me.counters.stacks_mapped.store(pool.mapped, Relaxed);
@@ -815,7 +815,7 @@ impl WorkerLocal {
 
     fn has_visible_work(&self) -> bool {
         let shared = &self.shared;
-        let me = &shared.workers[self.index];
+        let me = self.me();
         if !self.deque.is_empty()
             || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
@@ -838,7 +838,7 @@ impl WorkerLocal {
     /// the draining thread finds it. Timers only hold extra references to
     /// parked fibers, which the registry also holds.
     fn hand_back_queues(&self) {
-        let me = &self.shared.workers[self.index];
+        let me = self.me();
         while let Some(t) = self.deque.pop() {
             me.inbox.push(t);
         }
