@@ -13,7 +13,11 @@
 //! block first, so each hand-off meets a waiting receiver.
 //! `yield_count startup N` / `rayon_startup N`: N default runtimes (pools)
 //! built, used once and shut down; `phases N` splits that into build,
-//! `block_on` and shutdown; `detect 1`: a fresh process's first detection.
+//! `block_on` and shutdown (`rayon_phases N`: build, `install`, drop);
+//! `rayon_joined N`: `rayon_startup`, then waiting until every pool thread
+//! has run its exit handler (rayon's drop does not wait; numafiber's
+//! shutdown joins its workers);
+//! `detect 1`: a fresh process's first detection.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -189,6 +193,41 @@ fn main() {
             let k = 1e6 / n as f64;
             println!("build {:.1} block_on {:.1} shutdown {:.1} us", b * k, o * k, d * k);
         }
+        "rayon_phases" => {
+            let (mut b, mut o, mut d) = (0f64, 0f64, 0f64);
+            for i in 0..n {
+                let t0 = std::time::Instant::now();
+                let pool = rayon::ThreadPoolBuilder::new().build().unwrap();
+                let t1 = std::time::Instant::now();
+                black_box(pool.install(move || black_box(i)));
+                let t2 = std::time::Instant::now();
+                drop(pool);
+                let t3 = std::time::Instant::now();
+                b += (t1 - t0).as_secs_f64(); o += (t2 - t1).as_secs_f64(); d += (t3 - t2).as_secs_f64();
+            }
+            let k = 1e6 / n as f64;
+            println!("build {:.1} install {:.1} drop {:.1} us", b * k, o * k, d * k);
+        }
+        "rayon_joined" => {
+            let t0 = std::time::Instant::now();
+            for i in 0..n {
+                let exited = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let e = exited.clone();
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .exit_handler(move |_| {
+                        e.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    })
+                    .build()
+                    .unwrap();
+                let threads = pool.current_num_threads();
+                black_box(pool.install(move || black_box(i)));
+                drop(pool);
+                while exited.load(std::sync::atomic::Ordering::SeqCst) < threads {
+                    std::thread::yield_now();
+                }
+            }
+            println!("rayon joined: {:.1} us per build + install + drop + exit handlers", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
         "rayon_startup" => {
             let t0 = std::time::Instant::now();
             for i in 0..n {
@@ -198,6 +237,6 @@ fn main() {
             }
             println!("rayon startup: {:.1} us per build + install + drop", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
         }
-        m => panic!("unknown mode {m}: use startup | phases | rayon_startup | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2 | rendezvous_rw | rendezvous_rw2"),
+        m => panic!("unknown mode {m}: use startup | phases | rayon_startup | rayon_phases | rayon_joined | detect | raw | numafiber | spawn | join | rayon_join | spawn2 | rendezvous | cap1 | rendezvous2 | cap1_2 | rendezvous_rw | rendezvous_rw2"),
     }
 }

@@ -4,8 +4,9 @@
 //! Without help the process dies with a bare "Segmentation fault". We
 //! install (once, when the first runtime is built) a `SIGSEGV`/`SIGBUS`
 //! handler that runs on an alternate signal stack (one per worker thread,
-//! made in `install_altstack`, freed when the worker exits), looks at the
-//! faulting address and the fiber running on this thread
+//! made in `install_altstack`; when the worker exits it is kept for the
+//! next worker, or freed), looks at the faulting address and the fiber
+//! running on this thread
 //! (`tls::current_task_ptr`), and, if the address is in that fiber's guard
 //! page, prints a message in the spirit of Rust's own
 //! "thread 'x' has overflowed its stack", naming the fiber, its stack size
@@ -64,21 +65,40 @@ pub(crate) fn install_handler() {
 
 /// The alternate signal stack of a worker thread, made by
 /// [`install_altstack`]; dropping it (when the worker exits, after its last
-/// fiber ran) disables it and unmaps it.
+/// fiber ran) disables it and keeps the mapping for the next worker
+/// ([`SPARE`]), or unmaps it.
 pub(crate) struct AltStack {
     map: usize,
 }
+
+/// Altstacks of exited workers, for the next workers (of this or a later
+/// runtime): a worker's start and exit then cost no `mmap`/`munmap` (each
+/// `munmap` in a multi-threaded process is a TLB shootdown; issue 15,
+/// start-up). At most [`MAX_SPARE`] are kept; they are mostly untouched
+/// pages (the handler runs only on a fault), so they cost address space,
+/// not memory. Taken with `try_lock` only: a contended or poisoned list
+/// (or one a `fork` left locked) means a fresh `mmap`, never a wait.
+static SPARE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+const MAX_SPARE: usize = 64;
 
 impl Drop for AltStack {
     fn drop(&mut self) {
         // SAFETY: disabling the calling thread's altstack is always allowed
         // (we are not on it: this runs in the worker loop, not in a
-        // handler); then the mapping is ours and nothing uses it.
+        // handler).
         unsafe {
             let off = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
             libc::sigaltstack(&off, std::ptr::null_mut());
-            libc::munmap(self.map as *mut libc::c_void, ALTSTACK_SIZE);
         }
+        if let Ok(mut spare) = SPARE.try_lock() {
+            if spare.len() < MAX_SPARE && spare.try_reserve(1).is_ok() {
+                spare.push(self.map);
+                return;
+            }
+        }
+        // SAFETY: the mapping is ours, and no thread uses it as its
+        // altstack any more (disabled above).
+        unsafe { libc::munmap(self.map as *mut libc::c_void, ALTSTACK_SIZE) };
     }
 }
 
@@ -88,7 +108,8 @@ impl Drop for AltStack {
 pub(crate) fn install_altstack() -> Option<AltStack> {
     // SAFETY: querying the current altstack with a null new stack is
     // always allowed; the out-pointer is a valid stack_t. The new stack is
-    // a fresh mapping of ALTSTACK_SIZE bytes.
+    // a spare one (a mapping of ALTSTACK_SIZE bytes no thread uses: its
+    // worker disabled it before handing it back) or a fresh mapping.
     unsafe {
         let mut cur: libc::stack_t = std::mem::zeroed();
         if libc::sigaltstack(std::ptr::null(), &mut cur) == 0
@@ -97,17 +118,24 @@ pub(crate) fn install_altstack() -> Option<AltStack> {
         {
             return None;
         }
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            ALTSTACK_SIZE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return None; // no report on overflow, but no harm either
-        }
+        let spare = SPARE.try_lock().ok().and_then(|mut s| s.pop());
+        let p = match spare {
+            Some(p) => p as *mut libc::c_void,
+            None => {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    ALTSTACK_SIZE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if p == libc::MAP_FAILED {
+                    return None; // no report on overflow, but no harm either
+                }
+                p
+            }
+        };
         let st = libc::stack_t { ss_sp: p, ss_flags: 0, ss_size: ALTSTACK_SIZE };
         if libc::sigaltstack(&st, std::ptr::null_mut()) != 0 {
             libc::munmap(p, ALTSTACK_SIZE);
