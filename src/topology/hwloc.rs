@@ -46,11 +46,17 @@ fn build_guarded(build: impl FnOnce() -> Result<HwTopology, String>) -> Result<H
 const UNNEEDED_COMPONENTS: &[&str] = &["x86"];
 
 /// A real-machine build restricted to what the runtime needs: no x86
-/// `cpuid` pass, no CPU caches or I/O objects (none are read).
+/// `cpuid` pass, no CPU caches or I/O objects (none are read), no memory
+/// attributes or CPU kinds (`NO_MEMATTRS | NO_CPUKINDS`: the per-node
+/// `access*/initiators` and per-CPU `cpufreq`/`cpu_capacity` files, about
+/// 15 of the ~300 system calls of a load on this 2-PU machine; issue 15,
+/// start-up). Distances stay: the policies read them.
 fn build_restricted() -> Result<HwTopology, String> {
     use hwlocality::object::types::ObjectType as T;
-    use hwlocality::topology::builder::TypeFilter;
-    let mut b = HwTopology::builder();
+    use hwlocality::topology::builder::{BuildFlags, TypeFilter};
+    let mut b = HwTopology::builder()
+        .with_flags(BuildFlags::IGNORE_MEMORY_ATTRIBUTES | BuildFlags::IGNORE_CPU_KINDS)
+        .map_err(|e| e.to_string())?;
     for c in UNNEEDED_COMPONENTS {
         b = b.without_component(c).map_err(|e| e.to_string())?;
     }
@@ -640,8 +646,8 @@ pub(crate) unsafe fn bind_area_to_node(addr: usize, len: usize, os_node: usize) 
 mod tests {
     use super::*;
 
-    /// The restricted discovery (no x86 `cpuid` pass, no caches, no I/O)
-    /// finds the same PUs, NUMA nodes, OS node numbers and distances as
+    /// The restricted discovery (no x86 `cpuid` pass, no caches, no I/O,
+    /// no memory attributes or CPU kinds) finds the same PUs, NUMA nodes, OS node numbers and distances as
     /// hwloc's full default discovery of this machine.
     #[test]
     fn restricted_discovery_keeps_what_the_scheduler_reads() {
