@@ -356,18 +356,7 @@ impl Builder {
                 .name(format!("{}-w{i}", self.name))
                 .spawn(move || worker_main(i, sh, deque, pin, tx));
             match spawned {
-                Ok(h) => {
-                    if pin {
-                        // Bound before it runs, the thread starts on its PU
-                        // instead of migrating there when it binds itself
-                        // (about 20 µs of the first `block_on` here; issue
-                        // 15, start-up). If this fails the worker binds
-                        // itself and reports that result.
-                        use hwlocality::AsThreadId as _;
-                        let _ = topology::pin_thread(h.as_thread_id(), slots[i].cpu);
-                    }
-                    threads.push(h);
-                }
+                Ok(h) => threads.push(h),
                 Err(e) => {
                     let rt = Runtime { shared: shared.clone(), threads };
                     drop(rt);
@@ -434,13 +423,7 @@ fn worker_main(
     let _ = me.thread.set(std::thread::current());
     // SAFETY: gettid has no preconditions.
     me.tid.store(unsafe { libc::gettid() }, Relaxed);
-    // `build` bound this thread already unless that failed (or has not
-    // happened yet): then bind it here, as the result to report.
-    let pinned = if !pin || topology::current_thread_bound_to(me.slot.cpu) {
-        Ok(())
-    } else {
-        topology::pin_current_thread(me.slot.cpu)
-    };
+    let pinned = if pin { topology::pin_current_thread(me.slot.cpu) } else { Ok(()) };
     me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
     // Publishes `tid` and `pinned_ok` to `Stats::collect` (Acquire there).
     shared.started.fetch_add(1, Release);

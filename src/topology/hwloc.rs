@@ -519,38 +519,6 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_cpu(THREAD) failed: {e}"))
 }
 
-/// Bind the thread `thread` (another thread of this process, not yet
-/// joined) to the real PU with OS index `cpu`, through the real machine's
-/// hwloc topology (`hwloc_set_thread_cpubind`). The runtime binds each
-/// worker this way right after spawning it: a thread that has not run yet
-/// is just queued on its PU, where a running thread binding itself must
-/// be migrated (issue 15, start-up).
-pub(crate) fn pin_thread(thread: hwlocality::ThreadId, cpu: usize) -> Result<(), String> {
-    let hw = real_topology().map_err(|e| format!("cannot pin thread to cpu {cpu}: {e}"))?;
-    if !real_cpu_list().contains(&cpu) {
-        return Err(format!("cannot pin thread to cpu {cpu}: it is not a PU of this machine"));
-    }
-    let mut set = CpuSet::new();
-    set.set(cpu);
-    catch_unwind(AssertUnwindSafe(|| hw.bind_thread_cpu(thread, &set, CpuBindingFlags::empty())))
-        .map_err(|_| format!("cannot pin thread to cpu {cpu}: hwloc panicked in bind_thread_cpu"))?
-        .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_thread_cpu failed: {e}"))
-}
-
-/// Whether the calling thread is bound to exactly the real PU `cpu`
-/// (`hwloc_get_cpubind(THREAD)`); `false` if hwloc cannot say.
-pub(crate) fn current_thread_bound_to(cpu: usize) -> bool {
-    // hwlocality panics on bitmap indexes above c_int::MAX.
-    if !real_cpu_list().contains(&cpu) {
-        return false;
-    }
-    let Ok(hw) = real_topology() else { return false };
-    catch_unwind(AssertUnwindSafe(|| hw.cpu_binding(CpuBindingFlags::THREAD)))
-        .ok()
-        .and_then(Result::ok)
-        .is_some_and(|set| set.weight() == Some(1) && set.is_set(cpu))
-}
-
 /// The CPU (OS index) the calling thread runs on right now (`sched_getcpu`),
 /// or `None` if the OS does not say.
 ///
@@ -691,24 +659,5 @@ mod tests {
         assert_eq!(ro, fo, "OS node numbers");
         assert_eq!(rm, fm, "distance matrix");
         assert!(restricted.objects_with_type(ObjectType::Core).count() == full.objects_with_type(ObjectType::Core).count());
-    }
-
-    /// A thread bound from outside (`pin_thread`, as `build` binds its
-    /// workers) runs on that PU and sees itself bound there; a PU that is
-    /// not one is refused.
-    #[test]
-    fn pin_thread_binds_another_thread() {
-        use hwlocality::AsThreadId as _;
-        let cpu = *real_cpus().last().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            rx.recv().unwrap();
-            (current_thread_bound_to(cpu), current_cpu())
-        });
-        pin_thread(h.as_thread_id(), cpu).unwrap();
-        assert!(pin_thread(h.as_thread_id(), usize::MAX / 2).unwrap_err().contains("not a PU"));
-        tx.send(()).unwrap();
-        assert_eq!(h.join().unwrap(), (true, Some(cpu)));
-        assert!(!current_thread_bound_to(usize::MAX / 2));
     }
 }

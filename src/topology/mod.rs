@@ -41,7 +41,7 @@ use std::path::Path;
 
 pub use error::{TopologyError, TopologyErrorKind};
 pub use hwloc::{allowed_cpus, current_cpu, pin_current_thread, real_cpus};
-pub(crate) use hwloc::{bind_area_to_node, current_thread_bound_to, pin_thread};
+pub(crate) use hwloc::bind_area_to_node;
 
 use TopologyErrorKind as K;
 
