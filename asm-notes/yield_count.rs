@@ -13,7 +13,8 @@
 //! block first, so each hand-off meets a waiting receiver.
 //! `yield_count startup N` / `rayon_startup N`: N default runtimes (pools)
 //! built, used once and shut down; `phases N` splits that into build,
-//! `block_on` and shutdown (`rayon_phases N`: build, `install`, drop);
+//! `block_on` and shutdown (`phases_nopin N`: the same, workers not
+//! pinned; `rayon_phases N`: build, `install`, drop);
 //! `rayon_joined N`: `rayon_startup`, then waiting until every pool thread
 //! has run its exit handler (rayon's drop does not wait; numafiber's
 //! shutdown joins its workers);
@@ -178,11 +179,11 @@ fn main() {
             rt.shutdown();
             println!("detect {:?}, build {:?}, block_on {:?}, shutdown {:?}", e1, e2 - e1, e3 - e2, t0.elapsed() - e3);
         }
-        "phases" => {
+        "phases" | "phases_nopin" => {
             let (mut b, mut o, mut d) = (0f64, 0f64, 0f64);
             for i in 0..n {
                 let t0 = std::time::Instant::now();
-                let rt = Runtime::builder().build().expect("runtime");
+                let rt = Runtime::builder().pin_workers(mode != "phases_nopin").build().expect("runtime");
                 let t1 = std::time::Instant::now();
                 black_box(rt.block_on(move || black_box(i)));
                 let t2 = std::time::Instant::now();
