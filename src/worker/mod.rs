@@ -28,6 +28,12 @@ use crate::runtime::shared::{Counters, Shared, WorkerShared};
 /// served before the own deque, so a fiber that keeps spawning cannot starve
 /// fibers woken from other threads or yielded ones.
 const FAIRNESS_TICKS: u32 = 61;
+/// Surplus inbox entries the fairness pass drops before it takes one that
+/// may run (`pop_inbox_skipping_surplus`).
+const SURPLUS_SKIP: usize = 256;
+/// Inbox length at which the fairness pass moves a batch of the inbox to
+/// the deque as well.
+const INBOX_BACKLOG: usize = 64;
 
 /// How long an idle worker keeps searching (counted in `num_searching`)
 /// before it parks. While one searches, pushers wake nobody.
@@ -316,7 +322,7 @@ impl WorkerLocal {
             if let Some(t) = steal_one(&me.pinned_inbox) {
                 return Some(Next::Queued(Runnable::Task(t)));
             }
-            if let Some(r) = steal_one(&me.inbox) {
+            if let Some(r) = self.pop_inbox_skipping_surplus() {
                 return Some(Next::Queued(r));
             }
             if let Some(t) = self.yielded.pop_front() {
@@ -346,6 +352,37 @@ impl WorkerLocal {
         }
         let t = self.yielded.pop_front();
         t.map(Next::Owned)
+    }
+
+    /// The fairness pass's inbox entry: the first one that may still run,
+    /// dropping the surplus entries of reclaimed children before it (at
+    /// most `SURPLUS_SKIP` of them per pass). Without this, a busy worker,
+    /// which serves its inbox only on this pass until its deque runs dry,
+    /// collected them: skynet on 2 workers left up to 200,000 in one inbox
+    /// (protocol: `fiber::task`, "Reclaim").
+    fn pop_inbox_skipping_surplus(&self) -> Option<Runnable> {
+        let inbox = &self.me().inbox;
+        for _ in 0..SURPLUS_SKIP {
+            match steal_one(inbox)? {
+                Runnable::Task(t) if t.is_surplus() => self.drop_surplus(t),
+                r => {
+                    if inbox.len() >= INBOX_BACKLOG {
+                        // Live entries pile up behind this one: move a
+                        // batch to the deque (run or dropped from there).
+                        let _ = inbox.steal_batch(&self.deque);
+                    }
+                    return Some(r);
+                }
+            }
+        }
+        steal_one(inbox)
+    }
+
+    /// Drop a queue entry whose task is not `QUEUED` (see `run_task`).
+    #[inline]
+    fn drop_surplus(&self, t: TaskRef) {
+        self.shared.sched.fiber_left_node(self.shared.node_of(self.index));
+        drop(t);
     }
 
     /// Fallback path at its budget: keep the unstarted `task` (whose run
@@ -567,7 +604,12 @@ impl WorkerLocal {
     fn run_task(&self, mut task: TaskRef, owned: bool) {
         if !owned {
             if !task.transition_to_running() {
-                return; // cancelled by the shutdown drain
+                // A surplus entry (a reclaimed child's other entry, see
+                // `fiber::task`) or a task cancelled by the drain: dropped
+                // unrun. With `decrement_workload` the NLH count of the
+                // entry leaves here (`Scheduler::fiber_entered_node`).
+                self.drop_surplus(task);
+                return;
             }
             task.set_last_worker(self.index);
         }
