@@ -729,7 +729,7 @@ fn reclaim_vs_pop_vs_cancel() {
 /// as a token), and it ends parked with no entry left that could run it.
 #[test]
 fn reclaim_surplus_entry_after_requeue() {
-    check("reclaim_surplus_entry_after_requeue", Some(3), || {
+    check("reclaim_surplus_entry_after_requeue", None, || {
         let fiber = FiberState::new();
         let body = Arc::new(UnsafeCell::new(0u32));
         let original = {

@@ -31,8 +31,8 @@ const FAIRNESS_TICKS: u32 = 61;
 /// Surplus inbox entries the fairness pass drops before it takes one that
 /// may run (`pop_inbox_skipping_surplus`).
 const SURPLUS_SKIP: usize = 256;
-/// Inbox length at which the fairness pass moves a batch of the inbox to
-/// the deque as well.
+/// Inbox length at which the fairness pass also sweeps that many entries
+/// behind the one it takes (`pop_inbox_skipping_surplus`).
 const INBOX_BACKLOG: usize = 64;
 
 /// How long an idle worker keeps searching (counted in `num_searching`)
@@ -356,26 +356,38 @@ impl WorkerLocal {
 
     /// The fairness pass's inbox entry: the first one that may still run,
     /// dropping the surplus entries of reclaimed children before it (at
-    /// most `SURPLUS_SKIP` of them per pass). Without this, a busy worker,
-    /// which serves its inbox only on this pass until its deque runs dry,
-    /// collected them: skynet on 2 workers left up to 200,000 in one inbox
+    /// most `SURPLUS_SKIP` of them per pass). When the inbox holds
+    /// `INBOX_BACKLOG` entries or more, the pass also looks at the next
+    /// `INBOX_BACKLOG` entries behind that one, drops the surplus ones and
+    /// queues the others again at the back (their parents may still
+    /// reclaim them; running them here would move them across cores).
+    /// Without this, a busy worker, which serves its inbox only on this
+    /// pass until its deque runs dry, collected surplus entries behind
+    /// live ones: skynet on 2 workers left up to 200,000 in one inbox
     /// (protocol: `fiber::task`, "Reclaim").
     fn pop_inbox_skipping_surplus(&self) -> Option<Runnable> {
         let inbox = &self.me().inbox;
+        let mut first = None;
         for _ in 0..SURPLUS_SKIP {
             match steal_one(inbox)? {
                 Runnable::Task(t) if t.is_surplus() => self.drop_surplus(t),
                 r => {
-                    if inbox.len() >= INBOX_BACKLOG {
-                        // Live entries pile up behind this one: move a
-                        // batch to the deque (run or dropped from there).
-                        let _ = inbox.steal_batch(&self.deque);
-                    }
-                    return Some(r);
+                    first = Some(r);
+                    break;
                 }
             }
         }
-        steal_one(inbox)
+        let first = first.or_else(|| steal_one(inbox))?;
+        if inbox.len() >= INBOX_BACKLOG {
+            for _ in 0..INBOX_BACKLOG {
+                match steal_one(inbox) {
+                    Some(Runnable::Task(t)) if t.is_surplus() => self.drop_surplus(t),
+                    Some(r) => inbox.push(r),
+                    None => break,
+                }
+            }
+        }
+        Some(first)
     }
 
     /// Drop a queue entry whose task is not `QUEUED` (see `run_task`).
