@@ -425,14 +425,9 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// first, and then our entry is surplus).
 #[inline]
 fn reclaim(task: &TaskRef) {
-    if task.reclaim_by != 0 && !tmp_no_reclaim() {
+    if task.reclaim_by != 0 {
         reclaim_slow(task);
     }
-}
-
-fn tmp_no_reclaim() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var_os("NO_RECLAIM").is_some())
 }
 
 #[inline(never)]
