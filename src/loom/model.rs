@@ -465,7 +465,7 @@ pub struct SlotModel<T>(crate::runtime::wake_slot::WakeSlot<T>);
 
 impl<T> SlotModel<T> {
     pub fn new() -> SlotModel<T> {
-        SlotModel(crate::runtime::wake_slot::WakeSlot::new())
+        SlotModel(crate::runtime::wake_slot::WakeSlot::new(true))
     }
     /// Owner: put, returning the displaced entry.
     pub fn put(&self, t: Arc<T>) -> Option<Arc<T>> {

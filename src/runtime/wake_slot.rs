@@ -7,7 +7,22 @@
 //! pointer. Only the owning worker thread [`put`](WakeSlot::put)s; the owner
 //! [`take`](WakeSlot::take)s and thieves [`steal`](WakeSlot::steal) with an
 //! atomic swap, so exactly one party gets each entry, and the entry's run
-//! permission travels with it (`AcqRel` on every swap). Thieves take an
+//! permission travels with it (`AcqRel` on every swap). Two cases need no
+//! read-modify-write (issue 15: one locked instruction less per wake-up,
+//! and per run on one worker):
+//!
+//! - `put` into an *empty* slot is a load and a release store. Only the
+//!   owner ever writes a non-null pointer; a thief only swaps null in. So
+//!   once the owner read null, every write to the slot until its store
+//!   writes null, and a thief's swap racing with the store either comes
+//!   first (null for null: it takes nothing) or after it (it takes the new
+//!   entry, acquiring the store).
+//! - `take` on a slot that no thief can reach (a runtime with one worker,
+//!   or a policy that does not steal: `WorkerLocal::steal` returns at once
+//!   there, and nothing else calls `steal` on another worker's slot) is a
+//!   load and a store: the owner is the only party touching the pointer.
+//!
+//! Thieves take an
 //! entry only once it has sat in the slot for a grace period: the
 //! [`generation`](WakeSlot::generation) (bumped by every `put`) lets a thief
 //! tell "the same entry as before" from "a fresh one".
@@ -27,6 +42,10 @@ use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 /// One slot (see the module docs).
 pub(crate) struct WakeSlot<T> {
     ptr: AtomicPtr<T>,
+    /// Some other thread may `steal` (fixed at construction: the runtime
+    /// has two or more workers and a stealing policy). `false`: the owner
+    /// takes with plain loads and stores (module docs).
+    stealable: bool,
     /// Number of `put`s so far (written by the owner only; relaxed).
     gen: AtomicUsize,
     /// When a thief first saw the current entry: the low 32 bits of its
@@ -46,9 +65,12 @@ unsafe impl<T: Send + Sync> Send for WakeSlot<T> {}
 unsafe impl<T: Send + Sync> Sync for WakeSlot<T> {}
 
 impl<T> WakeSlot<T> {
-    pub(crate) fn new() -> WakeSlot<T> {
+    /// `stealable`: whether any thread but the owner will ever call
+    /// [`steal`](WakeSlot::steal) (module docs).
+    pub(crate) fn new(stealable: bool) -> WakeSlot<T> {
         WakeSlot {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
+            stealable,
             gen: AtomicUsize::new(0),
             seen: std::sync::atomic::AtomicU64::new(0),
         }
@@ -57,12 +79,22 @@ impl<T> WakeSlot<T> {
     /// Owner only: put `t` in the slot and return the previous entry (the
     /// caller queues it where thieves see it, and may wake a worker).
     ///
-    /// `SeqCst`, so that a later `SeqCst` read of the idle counters by the
-    /// pusher is ordered against a sleeper's announcement (`runtime::idle`).
+    /// Into an empty slot: a release store (module docs; a lone entry
+    /// wakes nobody, `runtime/README.md`, so no fence is needed for the
+    /// idle protocol). Over an entry: a swap (`AcqRel`: a thief may be
+    /// taking that entry at the same moment); the caller then calls
+    /// `notify_idle`, which needs no fence either (`Shared::notify_idle`).
     #[inline]
     pub(crate) fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
         self.gen.store(self.gen.load(Relaxed).wrapping_add(1), Relaxed);
-        let p = self.ptr.swap(Arc::into_raw(t) as *mut T, SeqCst);
+        let new = Arc::into_raw(t) as *mut T;
+        if self.ptr.load(Relaxed).is_null() {
+            // Only we write non-null pointers, so the slot stays null until
+            // this store (thieves can only swap null for null meanwhile).
+            self.ptr.store(new, Release);
+            return None;
+        }
+        let p = self.ptr.swap(new, AcqRel);
         // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
         // in `put`, and this swap took it out: we own that reference now.
         (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
@@ -71,10 +103,18 @@ impl<T> WakeSlot<T> {
     /// Owner: take the entry, if any.
     #[inline]
     pub(crate) fn take(&self) -> Option<Arc<T>> {
-        if self.ptr.load(Relaxed).is_null() {
+        let p = self.ptr.load(Relaxed);
+        if p.is_null() {
             return None;
         }
-        self.steal()
+        if self.stealable {
+            return self.steal();
+        }
+        // Nobody else touches the pointer (module docs): the entry is ours.
+        self.ptr.store(std::ptr::null_mut(), Relaxed);
+        // SAFETY: as in `put`: the pointer came from `Arc::into_raw`, and
+        // we just took the only copy out of the slot.
+        Some(unsafe { Arc::from_raw(p) })
     }
 
     /// Anyone: take the entry, if any (thieves call this only after the
