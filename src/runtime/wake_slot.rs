@@ -7,20 +7,13 @@
 //! pointer. Only the owning worker thread [`put`](WakeSlot::put)s; the owner
 //! [`take`](WakeSlot::take)s and thieves [`steal`](WakeSlot::steal) with an
 //! atomic swap, so exactly one party gets each entry, and the entry's run
-//! permission travels with it (`AcqRel` on every swap). Two cases need no
-//! read-modify-write (issue 15: one locked instruction less per wake-up,
-//! and per run on one worker):
-//!
-//! - `put` into an *empty* slot is a load and a release store. Only the
-//!   owner ever writes a non-null pointer; a thief only swaps null in. So
-//!   once the owner read null, every write to the slot until its store
-//!   writes null, and a thief's swap racing with the store either comes
-//!   first (null for null: it takes nothing) or after it (it takes the new
-//!   entry, acquiring the store).
-//! - `take` on a slot that no thief can reach (a runtime with one worker,
-//!   or a policy that does not steal: `WorkerLocal::steal` returns at once
-//!   there, and nothing else calls `steal` on another worker's slot) is a
-//!   load and a store: the owner is the only party touching the pointer.
+//! permission travels with it (`AcqRel` on every swap). A slot that no
+//! thief can reach (a runtime with one worker, or a policy that does not
+//! steal: `WorkerLocal::steal` returns at once there, and nothing else
+//! calls `steal` on another worker's slot; fixed when the runtime is built)
+//! is private to its owner, which then puts and takes with plain loads and
+//! stores (issue 15: two locked instructions less per wake-up on one
+//! worker).
 //!
 //! Thieves take an
 //! entry only once it has sat in the slot for a grace period: the
@@ -79,24 +72,24 @@ impl<T> WakeSlot<T> {
     /// Owner only: put `t` in the slot and return the previous entry (the
     /// caller queues it where thieves see it, and may wake a worker).
     ///
-    /// Into an empty slot: a release store (module docs; a lone entry
-    /// wakes nobody, `runtime/README.md`, so no fence is needed for the
-    /// idle protocol). Over an entry: a swap (`AcqRel`: a thief may be
-    /// taking that entry at the same moment); the caller then calls
-    /// `notify_idle`, which needs no fence either (`Shared::notify_idle`).
+    /// `SeqCst`, so that a later `SeqCst` read of the idle counters by the
+    /// pusher is ordered against a sleeper's announcement (`runtime::idle`).
+    /// A private slot (module docs) is written with a plain store.
     #[inline]
     pub(crate) fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
         self.gen.store(self.gen.load(Relaxed).wrapping_add(1), Relaxed);
         let new = Arc::into_raw(t) as *mut T;
-        if self.ptr.load(Relaxed).is_null() {
-            // Only we write non-null pointers, so the slot stays null until
-            // this store (thieves can only swap null for null meanwhile).
-            self.ptr.store(new, Release);
-            return None;
-        }
-        let p = self.ptr.swap(new, AcqRel);
+        let p = if self.stealable {
+            self.ptr.swap(new, SeqCst)
+        } else {
+            // Nobody else touches the pointer: no read-modify-write needed.
+            let p = self.ptr.load(Relaxed);
+            self.ptr.store(new, Relaxed);
+            p
+        };
         // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
-        // in `put`, and this swap took it out: we own that reference now.
+        // in `put`, and this swap (or, in a private slot, this store) took
+        // it out: we own that reference now.
         (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
     }
 

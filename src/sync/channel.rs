@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::queue::{Entry, Handoff, HandoffPtr, Inner, Outcome, Reason, WaitQueue};
+use super::queue::{Entry, Handoff, HandoffPtr, Outcome, Reason, WaitQueue};
 use crate::fiber::task::wait_kind;
 
 enum Slot<T> {
@@ -127,7 +127,7 @@ struct Chan<T> {
     no_receivers: AtomicBool,
 }
 
-type Locked<'a, T> = std::sync::MutexGuard<'a, Inner<State<T>, Slot<T>>>;
+type Locked<'a, T> = super::queue::Locked<'a, State<T>, Slot<T>>;
 
 /// The sending half; clone it for more producers.
 ///

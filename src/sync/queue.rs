@@ -3,11 +3,12 @@
 //! # Protocol
 //!
 //! A primitive keeps its state `S` and a FIFO of waiters together in a
-//! [`WaitQueue<S, P>`], i.e. behind one `std::sync::Mutex`. That lock is an
-//! *internal* lock: it is held only for a few instructions (check the state,
-//! push or pop a waiter) and **never across a park, a wake-up or user
-//! code**, so blocking a worker thread on it is bounded and cannot deadlock
-//! with fibers. Primitives may add a lock-free fast path in front of it
+//! [`WaitQueue<S, P>`], i.e. behind one lock (`super::lock::SpinLock`: its
+//! unlock is a release store; waiters spin, then yield, then sleep). That
+//! lock is an *internal* lock: it is held only for a few instructions
+//! (check the state, push or pop a waiter) and **never across a park, a
+//! wake-up or user code**, so blocking a worker thread on it is bounded and
+//! cannot deadlock with fibers. Primitives may add a lock-free fast path in front of it
 //! (`Mutex` does).
 //!
 //! 1. *Wait.* Under the lock the caller sees it must wait, pushes an
@@ -51,7 +52,9 @@
 
 use std::collections::VecDeque;
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::sync::Arc;
+
+use super::lock::{SpinGuard, SpinLock};
 use std::time::Instant;
 
 use crate::fiber::packet::{park_caller, park_caller_until};
@@ -505,18 +508,22 @@ impl Reason {
 
 /// A `WaitQueue` with its state.
 pub(crate) struct WaitQueue<S, P = ()> {
-    inner: StdMutex<Inner<S, P>>,
+    inner: SpinLock<Inner<S, P>>,
 }
+
+/// The locked state and waiters of a [`WaitQueue`].
+pub(crate) type Locked<'a, S, P> = SpinGuard<'a, Inner<S, P>>;
 
 impl<S, P> WaitQueue<S, P> {
     pub(crate) const fn new(state: S) -> Self {
-        WaitQueue { inner: StdMutex::new(Inner::new(state)) }
+        WaitQueue { inner: SpinLock::new(Inner::new(state)) }
     }
 
-    /// Take the internal lock (never held across a park or user code, so
-    /// it cannot be poisoned by user panics; recover anyway).
-    pub(crate) fn lock(&self) -> StdGuard<'_, Inner<S, P>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Take the internal lock (never held across a park or user code;
+    /// no poisoning: `super::lock`).
+    #[inline]
+    pub(crate) fn lock(&self) -> Locked<'_, S, P> {
+        self.inner.lock()
     }
 
     /// Step 3/4 of the protocol: wait until entry `id` is granted, the
