@@ -332,7 +332,9 @@ impl Shared {
             let w = unsafe { &*local };
             let me = w.index;
             let last = task.last_worker();
-            self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
+            if last != me {
+                self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
+            }
             self.push_local(me, &w.deque, task);
             return;
         }

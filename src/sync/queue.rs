@@ -426,8 +426,15 @@ impl<S, P> Inner<S, P> {
         f: impl Fn(&P) -> bool,
         fill: impl FnOnce(&mut P),
     ) -> Option<Entry<P>> {
-        let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
-        let mut e = self.waiters[i].entry.take()?;
+        // The front is live (`clean_front` keeps it so) and usually the
+        // one wanted: pop it without a search and a tombstone.
+        let front = self.waiters.front()?.entry.as_ref().is_some_and(|e| f(&e.payload));
+        let mut e = if front {
+            self.waiters.pop_front()?.entry?
+        } else {
+            let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
+            self.waiters[i].entry.take()?
+        };
         self.live -= 1;
         self.clean_front();
         fill(&mut e.payload);
