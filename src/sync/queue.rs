@@ -333,6 +333,7 @@ impl Me {
 /// The caller as a waiter: its own handle and the entry's. The flag is
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
+#[inline]
 fn new_waiter(me: Me) -> (Node, Waker) {
     if !me.task.is_null() && !me.shared.is_null() {
         let task = me.task;
@@ -384,6 +385,7 @@ impl<S, P> Inner<S, P> {
         self.push_as(Me::current(), payload)
     }
     /// `push` for a caller that read `me` under this lock already.
+    #[inline]
     pub(crate) fn push_as(&mut self, me: Me, payload: P) -> (u64, Node) {
         let id = self.next_id;
         self.next_id += 1;
