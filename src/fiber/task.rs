@@ -391,6 +391,7 @@ impl Task {
 
     /// The fiber consumes a pending wake-up token, if any (called by the
     /// fiber itself while running).
+    #[inline]
     pub(crate) fn take_token(&self) -> bool {
         if self.state.load(Acquire) & NOTIFIED != 0 {
             self.state.fetch_and(!NOTIFIED, AcqRel);
@@ -403,6 +404,7 @@ impl Task {
     /// Wake the task. Returns `true` when the caller gained the run
     /// permission and must push the task to a queue; it then also owns the
     /// parked task's reference to itself (step 5).
+    #[inline]
     pub(crate) fn transition_to_notified(&self) -> bool {
         let mut s = self.state.load(Acquire);
         loop {
