@@ -371,7 +371,8 @@ where
         shared.sched.record_placement(target);
     }
     let packet = Packet::<T>::new();
-    let main: Box<dyn FiberMain + 'a> = Box::new(Main { f: Some(f), packet: packet.clone() });
+    // SAFETY: a fresh packet; this `Main` is its only completer.
+    let main: Box<dyn FiberMain + 'a> = Box::new(unsafe { Main::new(f, packet.clone()) });
     // SAFETY: lifetime erasure only; the caller's contract keeps every
     // borrow of `f` alive until the fiber is finished or destroyed.
     let main: Box<dyn FiberMain + 'static> = unsafe { std::mem::transmute(main) };
@@ -421,6 +422,15 @@ pub struct JoinHandle<T> {
     _p: PhantomData<T>,
 }
 
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // A handle never leaves its waiter behind (`when_any` unwinding,
+        // an abandoned `join_watching`): `fiber::packet`'s protocol.
+        // SAFETY: the handle is its packet's one owner.
+        unsafe { self.packet.clear_waiter() };
+    }
+}
+
 impl<T> std::fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JoinHandle").field("id", &self.task.id).field("finished", &self.is_finished()).finish()
@@ -439,11 +449,13 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(err.panic_message(), Some("boom"));
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
+        // SAFETY (both waits): a `JoinHandle` is its packet's one owner
+        // (not `Clone`; `join` consumes it).
         if self.packet.is_done() {
-            return self.packet.wait();
+            return unsafe { self.packet.wait() };
         }
         set_wait_reason(task::wait_kind::JOIN, self.task.id);
-        let r = self.packet.wait();
+        let r = unsafe { self.packet.wait() };
         set_wait_reason(task::wait_kind::NONE, 0);
         r
     }
@@ -471,8 +483,8 @@ impl<T> JoinHandle<T> {
         let _root = crate::sync::deadlock::BlockOnRoot::register(&self.task);
         let guard = Guard { h: &self, shared };
         loop {
-            let mut w = Some(packet::Waiter::current());
-            if let Some(r) = self.packet.try_take_or_register(&mut w) {
+            // SAFETY: the handle (consumed) is the packet's owner.
+            if let Some(r) = unsafe { self.packet.try_take_or_register() } {
                 std::mem::forget(guard);
                 return r;
             }
@@ -911,10 +923,11 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
     assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
     loop {
         for (i, h) in handles.iter().enumerate() {
-            if h.packet.is_done() {
-                let r = h.packet.try_take_or_register(&mut None).expect("done packets hold a result");
+            // SAFETY (the packet calls of this loop): `when_any` owns the
+            // handles, so it is each packet's owner; it takes one result.
+            if let Some(r) = unsafe { h.packet.try_take() } {
                 for h in &handles {
-                    h.packet.clear_waiter();
+                    unsafe { h.packet.clear_waiter() };
                 }
                 return match r {
                     Ok(v) => (i, v),
@@ -924,7 +937,8 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
         }
         let mut any_done = false;
         for h in &handles {
-            any_done |= Completion::register_current(&*h.packet);
+            // SAFETY: as above.
+            any_done |= unsafe { h.packet.register_owner() };
         }
         if !any_done {
             set_wait_reason(task::wait_kind::JOIN_ANY, handles[0].task.id);

@@ -1,15 +1,94 @@
 //! Join state of one fiber: the result slot, the waiter, and the fiber's
 //! main function that fills it.
+//!
+//! # The packet protocol (lock-free; issue 15)
+//!
+//! A [`Packet`] is shared by a fiber's [`Main`] (the *completer*, which
+//! publishes the result once) and its `JoinHandle` (the *owner*, which
+//! takes it once). It is one atomic state word, the result in a cell, one
+//! inline waiter slot for the owner, and a locked list for the rare other
+//! waiters (a scope waiting for a child whose handle is elsewhere):
+//!
+//! | bit | set by | meaning |
+//! | --- | --- | --- |
+//! | `DONE` | completer | the result cell is written and published |
+//! | `PANICKED` | completer, with `DONE` | the result is a panic |
+//! | `CLAIMED` | completer | a completer owns the result cell (general [`Packet::complete`] only) |
+//! | `WAITING` | owner | the inline slot holds the owner's waiter |
+//! | `WOKEN` | completer | the completer is done with the inline waiter |
+//! | `TAKEN` | owner | the result was taken |
+//! | `MORE` | other waiters | the locked list may hold waiters |
+//!
+//! Ownership of the two cells (what makes the `UnsafeCell` accesses sound):
+//!
+//! * **The result cell** belongs to the completer until it sets `DONE`
+//!   (an `AcqRel` read-modify-write, so the write is published), then to the
+//!   owner, who takes it after an `Acquire` load that saw `DONE`. There is
+//!   one completer: [`Main`] completes exactly once (its `run`, `fail` or
+//!   `drop`, all consuming it), and the general [`Packet::complete`] used by
+//!   graph latches first claims `CLAIMED`; a second claimant drops its value.
+//! * **The inline waiter slot** belongs to the owner while `WAITING` is
+//!   clear. The owner writes its waiter, then sets `WAITING` with a CAS
+//!   (`Release`) that fails if `DONE` was set meanwhile (the owner then
+//!   takes its waiter back and the result with it: it never parks). While
+//!   `WAITING` is set and `DONE` is not, the slot is only read (the owner
+//!   may compare it with itself after a spurious wake-up; a completer may
+//!   read it). The owner leaves early only by a CAS that clears `WAITING`
+//!   and fails if `DONE` is set (`clear_waiter`, used by `when_any` for the
+//!   losers and by `JoinHandle`'s drop). The completer's `fetch_or(DONE)`
+//!   returns the previous word: if it had `WAITING`, the registration can no
+//!   longer change, the completer reads the slot and wakes the waiter, and
+//!   then stores `WOKEN` (`Release`). An owner that sees `DONE | WAITING`
+//!   without `WOKEN` (woken spuriously, or resumed on another worker before
+//!   the completer's last store) waits for `WOKEN` before it touches the
+//!   slot or returns.
+//!
+//! That last rule is what lets the inline waiter hold *plain pointers* to the
+//! waiting fiber's task and runtime (no reference counts per join): the
+//! completer dereferences them only between its `fetch_or(DONE)` and its
+//! `WOKEN` store, and in that window the owner is still inside its wait, so
+//! its task is alive (a parked task holds a reference to itself,
+//! `fiber::task` step 5; a running one is held by its worker) and so is its
+//! runtime (a runtime's `Shared` outlives its fibers: the shutdown drain
+//! destroys a parked owner by unwinding it, and the unwinding owner waits
+//! for `WOKEN` too, through `JoinHandle`'s drop or [`Packet::wait`]'s guard).
+//! The completer wakes a parked fiber by winning `PARKED -> QUEUED` and
+//! pushing the task's reference to itself, as a wait-queue grant does.
+//!
+//! The `WOKEN` store and the owner's `TAKEN` store are plain stores of a
+//! word read before, not read-modify-writes (one locked instruction less
+//! each). They may overwrite a concurrent change of another bit, which is
+//! harmless: after `DONE` nobody clears or sets `WAITING` or `DONE`; a
+//! second general completer's `CLAIMED` is already in the stored word; and a
+//! `MORE` set after `DONE` is ignored (its setter saw `DONE` in its own
+//! `fetch_or` and does not wait).
+//!
+//! **Other waiters** (`Completion::register_current`: scopes) hold counted
+//! references (`Waiter`) in a `Mutex<Vec<_>>`. A waiter pushes itself under
+//! the lock and then `fetch_or(MORE)`; the completer's `fetch_or(DONE)`
+//! and that `fetch_or(MORE)` are ordered on the one word, so either the
+//! completer sees `MORE` (it then takes the list under the lock and wakes
+//! everyone) or the waiter sees `DONE` (it removes itself and does not
+//! park). Never neither.
+//!
+//! Per spawn + join on one worker this costs one CAS (register) and one
+//! `fetch_or` (complete) where the mutex version took six locked
+//! instructions for three lock acquisitions, plus four reference counts for
+//! the two `Waiter`s and one for the wake (`BENCHMARKS.md`, "Spawn + join:
+//! the lock-free packet"). The loom models `join_vs_complete`,
+//! `join_vs_cancel`, `join_register_vs_clear`, `scope_wait_vs_join` and
+//! `latch_double_open` run this code.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::cell::UnsafeCell;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::thread::{self, Thread};
 
 use crate::error::JoinError;
-use crate::fiber::task::TaskRef;
+use crate::fiber::task::{Task, TaskRef};
 use crate::runtime::shared::Shared;
 use crate::worker::tls;
 
@@ -87,126 +166,365 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
     unsafe { (*t).timed_wait_over() };
 }
 
-pub(crate) struct PacketInner<T> {
-    result: Option<Result<T, JoinError>>,
-    waiters: Waiters,
-    /// The result was taken by a join.
-    taken: bool,
+/// Lifecycle bits of `Packet::state` (module docs).
+const DONE: usize = 1;
+const PANICKED: usize = 2;
+const CLAIMED: usize = 4;
+const WAITING: usize = 8;
+const WOKEN: usize = 16;
+const TAKEN: usize = 32;
+const MORE: usize = 64;
+
+/// The owner's waiter in the inline slot: plain pointers for a fiber (valid
+/// while the owner waits, module docs), a thread handle for a thread.
+enum Inline {
+    Fiber { task: *const Task, shared: *const Shared },
+    Thread(Thread),
 }
 
-/// The waiters of one packet. Nearly always one joiner: it is stored
-/// inline, so a join allocates nothing for it; more (scopes, `when_any`
-/// plus a join) go to a `Vec`.
-#[derive(Default)]
-struct Waiters {
-    first: Option<Waiter>,
-    more: Vec<Waiter>,
-}
-
-impl Waiters {
-    fn iter(&self) -> impl Iterator<Item = &Waiter> {
-        self.first.iter().chain(self.more.iter())
-    }
-
-    fn push(&mut self, w: Waiter) {
-        if self.first.is_none() {
-            self.first = Some(w);
-        } else {
-            self.more.push(w);
+impl Inline {
+    /// The caller, as the owner's waiter.
+    #[inline]
+    fn current() -> Inline {
+        match crate::fiber::current_task_and_shared_ptrs() {
+            Some((task, shared)) => Inline::Fiber { task, shared },
+            None => Inline::Thread(thread::current()),
         }
     }
 
-    fn into_all(self) -> impl Iterator<Item = Waiter> {
-        self.first.into_iter().chain(self.more)
+    fn same(&self, o: &Inline) -> bool {
+        match (self, o) {
+            (Inline::Fiber { task: a, .. }, Inline::Fiber { task: b, .. }) => std::ptr::eq(*a, *b),
+            (Inline::Thread(a), Inline::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
     }
-}
 
-impl<T> PacketInner<T> {
-    /// Register `w` unless the same waiter already is (a waiter that woke
-    /// spuriously registers again).
-    fn add_waiter(&mut self, w: Waiter) {
-        if !self.waiters.iter().any(|x| x.same(&w)) {
-            self.waiters.push(w);
+    /// Wake the waiter (a token if it is not parked yet).
+    ///
+    /// # Safety
+    /// For `Fiber`: the owner is inside its wait (the completer is between
+    /// its `fetch_or(DONE)` and its `WOKEN` store), so the task and the
+    /// runtime the pointers name are alive (module docs).
+    unsafe fn wake(&self) {
+        match self {
+            Inline::Fiber { task, shared } => {
+                // SAFETY: alive (caller).
+                if unsafe { (**task).transition_to_notified() } {
+                    // We won `PARKED -> QUEUED`: the parked task's
+                    // reference to itself is ours to push (`fiber::task`,
+                    // step 5), so no count changes.
+                    // SAFETY: `task` is the pointer of a live `Arc<Task>`
+                    // and that reference exists (we won the CAS).
+                    let t = unsafe { Arc::from_raw(*task) };
+                    // SAFETY: `shared` is `Arc::as_ptr` of the owner's live
+                    // runtime (caller); `ManuallyDrop` keeps its count.
+                    let s = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(*shared) });
+                    s.reschedule(t);
+                }
+            }
+            Inline::Thread(t) => {
+                crate::sync::deadlock::note_thread_wake();
+                t.unpark();
+            }
         }
     }
 }
 
-/// Shared between a fiber's main function and its `JoinHandle`.
+/// Shared between a fiber's main function and its `JoinHandle` (module
+/// docs).
 pub(crate) struct Packet<T> {
-    done: AtomicBool,
-    panicked: AtomicBool,
-    inner: Mutex<PacketInner<T>>,
+    state: AtomicUsize,
+    result: UnsafeCell<Option<Result<T, JoinError>>>,
+    waiter: UnsafeCell<Option<Inline>>,
+    more: Mutex<Vec<Waiter>>,
 }
+
+// SAFETY: the cells are accessed only as the module docs' ownership rules
+// allow: at any instant one thread owns the result cell, and the inline
+// slot is either owned by one thread or only read. The value moves from
+// the completer's thread to the owner's, so `T: Send` is required (as for
+// `Mutex<T>`); the raw pointers in `Inline` are dereferenced only while
+// their targets are alive (module docs), and `Task` and `Shared` are
+// `Sync`.
+unsafe impl<T: Send> Send for Packet<T> {}
+// SAFETY: see `Send`: shared access never gives two threads the value.
+unsafe impl<T: Send> Sync for Packet<T> {}
 
 impl<T> Packet<T> {
     pub(crate) fn new() -> Arc<Packet<T>> {
         Arc::new(Packet {
-            done: AtomicBool::new(false),
-            panicked: AtomicBool::new(false),
-            inner: Mutex::new(PacketInner { result: None, waiters: Waiters::default(), taken: false }),
+            state: AtomicUsize::new(0),
+            result: UnsafeCell::new(None),
+            waiter: UnsafeCell::new(None),
+            more: Mutex::new(Vec::new()),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, PacketInner<T>> {
-        // The lock is never held across user code, so it is never poisoned;
-        // recover anyway rather than panic.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_more(&self) -> MutexGuard<'_, Vec<Waiter>> {
+        // Never held across user code, so never poisoned; recover anyway.
+        self.more.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[inline]
     pub(crate) fn is_done(&self) -> bool {
-        self.done.load(Acquire)
+        self.state.load(Acquire) & DONE != 0
     }
 
+    /// Publish `r` from the packet's one completer (a [`Main`]).
+    ///
+    /// # Safety
+    /// No other completion of this packet ever happens: neither another
+    /// `complete_unique` nor [`Packet::complete`].
+    #[inline]
+    pub(crate) unsafe fn complete_unique(&self, r: Result<T, JoinError>) {
+        let p = if matches!(&r, Err(e) if e.is_panic()) { PANICKED } else { 0 };
+        // SAFETY: before `DONE` the result cell is the completer's, and we
+        // are the only one (caller).
+        self.result.with_mut(|c| unsafe { *c = Some(r) });
+        let prev = self.state.fetch_or(DONE | CLAIMED | p, AcqRel);
+        debug_assert_eq!(prev & (DONE | CLAIMED), 0, "a packet completes once");
+        // SAFETY: we just set `DONE` and `prev` is the word before.
+        unsafe { self.after_done(prev, prev | DONE | CLAIMED | p) };
+    }
+
+    /// Publish `r` unless the packet was completed already (then `r` is
+    /// dropped): for latches that several parties may open.
     pub(crate) fn complete(&self, r: Result<T, JoinError>) {
-        let mut g = self.lock();
-        if g.result.is_some() || g.taken {
+        if self.state.load(Acquire) & CLAIMED != 0 {
             return;
         }
-        if matches!(&r, Err(e) if e.is_panic()) {
-            self.panicked.store(true, Release);
+        if self.state.fetch_or(CLAIMED, AcqRel) & CLAIMED != 0 {
+            return;
         }
-        g.result = Some(r);
-        self.done.store(true, Release);
-        let ws = std::mem::take(&mut g.waiters);
-        drop(g);
-        for w in ws.into_all() {
-            w.wake();
+        let p = if matches!(&r, Err(e) if e.is_panic()) { PANICKED } else { 0 };
+        // SAFETY: we won `CLAIMED`: the result cell is ours until `DONE`.
+        self.result.with_mut(|c| unsafe { *c = Some(r) });
+        let prev = self.state.fetch_or(DONE | p, AcqRel);
+        // SAFETY: we just set `DONE` and `prev` is the word before.
+        unsafe { self.after_done(prev, prev | DONE | p) };
+    }
+
+    /// The completer's wake-ups after its `fetch_or(DONE)` returned `prev`.
+    ///
+    /// # Safety
+    /// The caller is the completer that set `DONE`; `now` is `prev` with its
+    /// bits added.
+    unsafe fn after_done(&self, prev: usize, now: usize) {
+        if prev & WAITING != 0 {
+            // The registration is fixed now (the owner's CASes fail on
+            // `DONE`), and the owner waits for `WOKEN` before it touches
+            // the slot: a shared read is race-free.
+            self.waiter.with(|w| {
+                // SAFETY: `WAITING` was set, so the owner wrote the slot
+                // before its Release CAS, which our AcqRel RMW read.
+                if let Some(w) = unsafe { &*w } {
+                    // SAFETY: we are before our `WOKEN` store.
+                    unsafe { w.wake() };
+                }
+            });
+            // Plain store: see the module docs for why no concurrent change
+            // of another bit can be lost here.
+            self.state.store(now | WOKEN, Release);
+        }
+        if prev & MORE != 0 {
+            // Counted waiters: safe to wake after `WOKEN`. The completer
+            // keeps the packet alive (it holds an `Arc`).
+            let ws = std::mem::take(&mut *self.lock_more());
+            for w in ws {
+                w.wake();
+            }
         }
     }
 
-    /// Take the result if it is there; otherwise register `waiter`.
-    pub(crate) fn try_take_or_register(&self, waiter: &mut Option<Waiter>) -> Option<Result<T, JoinError>> {
-        let mut g = self.lock();
-        if let Some(r) = g.result.take() {
-            g.taken = true;
-            return Some(r);
+    /// Owner: wait until the completer is done with our inline waiter.
+    /// Returns the state word then. Only spins in a window of a few
+    /// instructions of a running completer (module docs).
+    #[inline]
+    fn settled(&self) -> usize {
+        let mut s = self.state.load(Acquire);
+        let mut spins = 0u32;
+        while s & (DONE | WAITING | WOKEN) == DONE | WAITING {
+            spins += 1;
+            backoff(spins);
+            s = self.state.load(Acquire);
         }
-        if let Some(w) = waiter.take() {
-            g.add_waiter(w);
+        s
+    }
+
+    /// Owner: take the result of a packet seen `DONE`.
+    ///
+    /// # Safety
+    /// The caller is the packet's owner (one `JoinHandle`, or a latch's one
+    /// waiter), saw `DONE`, and has not taken the result before.
+    unsafe fn take_done(&self) -> Result<T, JoinError> {
+        let s = self.settled();
+        // SAFETY: `DONE` and settled: both cells are the owner's now.
+        self.waiter.with_mut(|w| unsafe { *w = None });
+        // SAFETY: as above; the completer published the cell with `DONE`.
+        let r = self.result.with_mut(|c| unsafe { (*c).take() });
+        // Plain store: module docs.
+        self.state.store(s | TAKEN, Release);
+        r.expect("a done packet holds its result until the owner takes it")
+    }
+
+    /// Owner: put `w` in the inline slot. `false` when the packet is done
+    /// already (nothing registered; the caller takes the result).
+    ///
+    /// # Safety
+    /// The caller is the packet's owner (see `take_done`).
+    unsafe fn register(&self, w: Inline) -> bool {
+        let mut s = self.state.load(Acquire);
+        let mut w = Some(w);
+        loop {
+            if s & DONE != 0 {
+                return false;
+            }
+            if s & WAITING != 0 {
+                // SAFETY: a shared read, which the docs allow while
+                // `WAITING` is set (our earlier registration: a spurious
+                // wake-up, another round of `when_any`).
+                let same = self.waiter.with(|x| unsafe { &*x }.as_ref().zip(w.as_ref()).is_some_and(|(a, b)| a.same(b)));
+                if same {
+                    return true;
+                }
+                // Another waiter (a handle that changed hands after an
+                // abandoned wait): take the slot back first.
+                match self.state.compare_exchange(s, s & !WAITING, Acquire, Acquire) {
+                    Ok(_) => s &= !WAITING,
+                    Err(a) => {
+                        s = a;
+                        continue;
+                    }
+                }
+            }
+            // SAFETY: `WAITING` is clear and `DONE` is not set: the slot is
+            // the owner's alone.
+            self.waiter.with_mut(|x| unsafe { *x = w.take() });
+            match self.state.compare_exchange(s, s | WAITING, Release, Acquire) {
+                Ok(_) => return true,
+                Err(a) => {
+                    // Not published: still ours (for another try, or to drop
+                    // if `DONE` came meanwhile).
+                    // SAFETY: as above, `WAITING` was never set.
+                    w = self.waiter.with_mut(|x| unsafe { (*x).take() });
+                    s = a;
+                }
+            }
+        }
+    }
+
+    /// Owner: withdraw the inline waiter, if any; when the completer has
+    /// it already, wait until it is done with it. Afterwards nobody reads
+    /// the waiter, so the waiting fiber may go (`when_any` for the losers,
+    /// `JoinHandle`'s drop, an unwinding `wait`).
+    ///
+    /// # Safety
+    /// The caller is the packet's owner (see `take_done`).
+    pub(crate) unsafe fn clear_waiter(&self) {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if s & WAITING == 0 || s & TAKEN != 0 {
+                return;
+            }
+            if s & DONE != 0 {
+                self.settled();
+                // SAFETY: done and settled: the slot is the owner's.
+                self.waiter.with_mut(|x| unsafe { *x = None });
+                return;
+            }
+            match self.state.compare_exchange(s, s & !WAITING, Acquire, Acquire) {
+                Ok(_) => {
+                    // SAFETY: we cleared `WAITING` before any `DONE`: no
+                    // completer read this registration, the slot is ours.
+                    self.waiter.with_mut(|x| unsafe { *x = None });
+                    return;
+                }
+                Err(a) => s = a,
+            }
+        }
+    }
+
+    /// Owner: the result if the packet is done.
+    ///
+    /// # Safety
+    /// The caller is the packet's owner and has not taken the result.
+    pub(crate) unsafe fn try_take(&self) -> Option<Result<T, JoinError>> {
+        // SAFETY: forwarded (caller), `DONE` seen.
+        self.is_done().then(|| unsafe { self.take_done() })
+    }
+
+    /// Owner: take the result if it is there; otherwise register the caller
+    /// as the inline waiter (a spurious wake-up re-registers nothing).
+    ///
+    /// # Safety
+    /// The caller is the packet's owner and has not taken the result.
+    pub(crate) unsafe fn try_take_or_register(&self) -> Option<Result<T, JoinError>> {
+        // SAFETY: forwarded (caller).
+        if self.is_done() || !unsafe { self.register(Inline::current()) } {
+            // SAFETY: forwarded (caller), `DONE` seen.
+            return Some(unsafe { self.take_done() });
         }
         None
     }
 
-    /// Remove a registered waiter (used by `when_any` for the losers).
-    pub(crate) fn clear_waiter(&self) {
-        let ws = std::mem::take(&mut self.lock().waiters);
-        drop(ws);
+    /// Owner: register the caller as the inline waiter unless done;
+    /// returns done (`when_any`).
+    ///
+    /// # Safety
+    /// The caller is the packet's owner.
+    pub(crate) unsafe fn register_owner(&self) -> bool {
+        // SAFETY: forwarded (caller).
+        self.is_done() || !unsafe { self.register(Inline::current()) }
     }
 
-    /// Block until the result is there and take it.
-    pub(crate) fn wait(&self) -> Result<T, JoinError> {
-        if self.is_done() {
-            if let Some(r) = self.try_take_or_register(&mut None) {
-                return r;
+    /// Owner: block until the result is there and take it.
+    ///
+    /// # Safety
+    /// The caller is the packet's owner (one `JoinHandle`, or a latch's one
+    /// waiter) and has not taken the result.
+    pub(crate) unsafe fn wait(&self) -> Result<T, JoinError> {
+        if !self.is_done() {
+            /// Withdraws the waiter if the wait unwinds (a fiber destroyed
+            /// while it joins): the completer must not wake it later.
+            struct Leave<'a, T>(&'a Packet<T>);
+            impl<T> Drop for Leave<'_, T> {
+                fn drop(&mut self) {
+                    // SAFETY: the owner's wait, unwinding.
+                    unsafe { self.0.clear_waiter() };
+                }
+            }
+            // SAFETY: forwarded (caller).
+            if unsafe { self.register(Inline::current()) } {
+                let leave = Leave(self);
+                loop {
+                    park_caller();
+                    if self.is_done() {
+                        break;
+                    }
+                    // A spurious wake-up: the registration is still there.
+                }
+                std::mem::forget(leave);
             }
         }
-        loop {
-            let mut w = Some(Waiter::current());
-            if let Some(r) = self.try_take_or_register(&mut w) {
-                return r;
-            }
-            park_caller();
-        }
+        // SAFETY: forwarded (caller); `DONE` seen.
+        unsafe { self.take_done() }
+    }
+}
+
+/// The owner's pause while a completer finishes with its waiter.
+#[inline]
+fn backoff(spins: u32) {
+    #[cfg(loom)]
+    {
+        let _ = spins;
+        crate::loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    if spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        crate::fiber::yield_now();
     }
 }
 
@@ -223,16 +541,30 @@ impl<T> Completion for Packet<T> {
     fn is_done(&self) -> bool {
         Packet::is_done(self)
     }
+    /// The slow path for waiters other than the owner (module docs).
     fn register_current(&self) -> bool {
-        let mut g = self.lock();
-        if g.result.is_some() || g.taken {
+        if self.is_done() {
             return true;
         }
-        g.add_waiter(Waiter::current());
+        let w = Waiter::current();
+        let mut g = self.lock_more();
+        let pushed = !g.iter().any(|x| x.same(&w));
+        if pushed {
+            g.push(w);
+        }
+        if self.state.fetch_or(MORE, AcqRel) & DONE != 0 {
+            // The completer did not see our `MORE`: do not wait (and do
+            // not leave the waiter behind for a later spurious wake-up).
+            if pushed {
+                g.pop();
+            }
+            return true;
+        }
         false
     }
     fn unjoined_panic(&self) -> bool {
-        self.panicked.load(Acquire) && !self.lock().taken
+        let s = self.state.load(Acquire);
+        s & PANICKED != 0 && s & TAKEN == 0
     }
 }
 
@@ -248,8 +580,19 @@ pub(crate) trait FiberMain: Send {
 /// without running (shutdown), or unwound by a forced unwind, the packet
 /// gets `JoinError::cancelled` instead, so no joiner waits forever.
 pub(crate) struct Main<F, T> {
-    pub(crate) f: Option<F>,
-    pub(crate) packet: Arc<Packet<T>>,
+    f: Option<F>,
+    packet: Arc<Packet<T>>,
+}
+
+impl<F, T> Main<F, T> {
+    /// The main function of a fiber that runs `f` into `packet`.
+    ///
+    /// # Safety
+    /// `packet` gets no other completer: no other `Main`, and no
+    /// [`Packet::complete`].
+    pub(crate) unsafe fn new(f: F, packet: Arc<Packet<T>>) -> Main<F, T> {
+        Main { f: Some(f), packet }
+    }
 }
 
 impl<F, T> FiberMain for Main<F, T>
@@ -276,7 +619,10 @@ where
                 Err(JoinError::panicked(p))
             }
         };
-        self.packet.complete(r);
+        // SAFETY: a `Main` is its packet's one completer (`Main::new`), and
+        // it completes once: here, in `fail`, or in `drop` (all consume it;
+        // `drop` skips a done packet).
+        unsafe { self.packet.complete_unique(r) };
         // A detached fiber's packet dies with us: its value (or panic
         // payload) is dropped here, on the fiber's stack. A destructor that
         // panics there must not escape the fiber (it would reach the worker
@@ -292,14 +638,17 @@ where
         }
     }
     fn fail(self: Box<Self>, e: JoinError) {
-        self.packet.complete(Err(e));
+        // SAFETY: as in `run`.
+        unsafe { self.packet.complete_unique(Err(e)) };
     }
 }
 
 impl<F, T> Drop for Main<F, T> {
     fn drop(&mut self) {
         if !self.packet.is_done() {
-            self.packet.complete(Err(JoinError::cancelled()));
+            // SAFETY: as in `run`; not done, so neither `run` nor `fail`
+            // completed it.
+            unsafe { self.packet.complete_unique(Err(JoinError::cancelled())) };
         }
     }
 }

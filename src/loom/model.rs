@@ -159,7 +159,8 @@ impl<T: Send + 'static> JoinPacket<T> {
     }
     /// `JoinHandle::join` from a plain thread: blocks (loom park).
     pub fn wait(&self) -> Result<T, JoinError> {
-        self.0.wait()
+        // SAFETY: the models call the owner operations from one thread.
+        unsafe { self.0.wait() }
     }
     pub fn is_done(&self) -> bool {
         self.0.is_done()
@@ -169,7 +170,9 @@ impl<T: Send + 'static> JoinPacket<T> {
     /// `JoinError::cancelled`).
     pub fn body(&self, f: impl FnOnce() -> T + Send + 'static) -> FiberBody {
         let f: Box<dyn FnOnce() -> T + Send> = Box::new(f);
-        FiberBody(Box::new(Main { f: Some(f), packet: self.0.clone() }))
+        // SAFETY: the models make one body per packet and never call
+        // `complete` on a packet with a body.
+        FiberBody(Box::new(unsafe { Main::new(f, self.0.clone()) }))
     }
 }
 
