@@ -775,7 +775,7 @@ fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
 
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
-fn wait_child(task: &TaskRef, packet: &dyn Completion) {
+pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     if packet.is_done() {
         return;
     }
@@ -1152,6 +1152,19 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let p = current_shared_ptr();
+        if !p.is_null() {
+            // On a worker thread: borrow its runtime instead of counting a
+            // reference per spawn (issue 15). The `Shared` outlives this
+            // call even if the spawn suspends (work-first): it outlives
+            // every fiber of its runtime (`sync::queue`'s `SharedRef`
+            // docs), and off a fiber nothing suspends while the worker,
+            // which holds an `Arc`, runs this thread.
+            // SAFETY: `p` is `Arc::as_ptr` of that live `Arc<Shared>`;
+            // `ManuallyDrop` leaves its count alone.
+            let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+            return spawn_on(&shared, f, self.spawn_opts());
+        }
         let shared = shared_or_no_runtime()?;
         spawn_on(&shared, f, self.spawn_opts())
     }

@@ -55,13 +55,13 @@
 //! The completer wakes a parked fiber by winning `PARKED -> QUEUED` and
 //! pushing the task's reference to itself, as a wait-queue grant does.
 //!
-//! The `WOKEN` store and the owner's `TAKEN` store are plain stores of a
-//! word read before, not read-modify-writes (one locked instruction less
-//! each). They may overwrite a concurrent change of another bit, which is
-//! harmless: after `DONE` nobody clears or sets `WAITING` or `DONE`; a
-//! second general completer's `CLAIMED` is already in the stored word; and a
-//! `MORE` set after `DONE` is ignored (its setter saw `DONE` in its own
-//! `fetch_or` and does not wait).
+//! The owner's `TAKEN` is a plain store of the word it read (one locked
+//! instruction less). It may overwrite a concurrent change of another bit,
+//! which is harmless: after `DONE` nobody clears or sets `WAITING`, `WOKEN`
+//! (the owner read it, or `WAITING` was clear) or `DONE`; a second general
+//! completer's `CLAIMED` is already in the stored word; and a `MORE` set
+//! after `DONE` is ignored (its setter saw `DONE` in its own `fetch_or` and
+//! does not wait). `WOKEN` is a `fetch_or` (see `after_done`).
 //!
 //! **Other waiters** (`Completion::register_current`: scopes) hold counted
 //! references (`Waiter`) in a `Mutex<Vec<_>>`. A waiter pushes itself under
@@ -285,7 +285,7 @@ impl<T> Packet<T> {
         let prev = self.state.fetch_or(DONE | CLAIMED | p, AcqRel);
         debug_assert_eq!(prev & (DONE | CLAIMED), 0, "a packet completes once");
         // SAFETY: we just set `DONE` and `prev` is the word before.
-        unsafe { self.after_done(prev, prev | DONE | CLAIMED | p) };
+        unsafe { self.after_done(prev) };
     }
 
     /// Publish `r` unless the packet was completed already (then `r` is
@@ -302,15 +302,14 @@ impl<T> Packet<T> {
         self.result.with_mut(|c| unsafe { *c = Some(r) });
         let prev = self.state.fetch_or(DONE | p, AcqRel);
         // SAFETY: we just set `DONE` and `prev` is the word before.
-        unsafe { self.after_done(prev, prev | DONE | p) };
+        unsafe { self.after_done(prev) };
     }
 
     /// The completer's wake-ups after its `fetch_or(DONE)` returned `prev`.
     ///
     /// # Safety
-    /// The caller is the completer that set `DONE`; `now` is `prev` with its
-    /// bits added.
-    unsafe fn after_done(&self, prev: usize, now: usize) {
+    /// The caller is the completer that set `DONE`.
+    unsafe fn after_done(&self, prev: usize) {
         if prev & WAITING != 0 {
             // The registration is fixed now (the owner's CASes fail on
             // `DONE`), and the owner waits for `WOKEN` before it touches
@@ -323,9 +322,12 @@ impl<T> Packet<T> {
                     unsafe { w.wake() };
                 }
             });
-            // Plain store: see the module docs for why no concurrent change
-            // of another bit can be lost here.
-            self.state.store(now | WOKEN, Release);
+            // A read-modify-write, not a plain store of `now | WOKEN`: a
+            // scope's `MORE` or a second latch opener's `CLAIMED` may land
+            // in between, and the loom models do not terminate with the
+            // plain store (the owner's spin on `WOKEN` then reads a stale
+            // word forever in loom's model), so this stays an RMW.
+            self.state.fetch_or(WOKEN, Release);
         }
         if prev & MORE != 0 {
             // Counted waiters: safe to wake after `WOKEN`. The completer
