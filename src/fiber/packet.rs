@@ -423,8 +423,22 @@ impl<T> Packet<T> {
     ///
     /// # Safety
     /// The caller is the packet's owner (see `take_done`).
+    #[inline]
     pub(crate) unsafe fn clear_waiter(&self) {
-        let mut s = self.state.load(Acquire);
+        let s = self.state.load(Acquire);
+        if s & WAITING == 0 || s & TAKEN != 0 {
+            return;
+        }
+        // SAFETY: forwarded (caller).
+        unsafe { self.clear_waiter_slow(s) }
+    }
+
+    /// `clear_waiter` with a waiter registered at `s`.
+    ///
+    /// # Safety
+    /// As `clear_waiter`.
+    #[cold]
+    unsafe fn clear_waiter_slow(&self, mut s: usize) {
         loop {
             if s & WAITING == 0 || s & TAKEN != 0 {
                 return;
