@@ -536,10 +536,24 @@ fn victim_walk_covers_every_other_worker_once_node_by_node() {
             for thief in 0..wn.len() {
                 let mut st = s.new_thief_state(thief, thief as u64 + 5);
                 for round in 0..20 {
+                    let before = st.clone();
                     let walk = s.victims(thief, &mut st);
                     let ahead: Vec<usize> = walk.remaining().collect();
                     let v: Vec<usize> = walk.collect();
                     assert_eq!(ahead, v, "{p} thief {thief} round {round}");
+                    // The lazy walk is exactly the list the public reference
+                    // functions of `steal` build from the same draws.
+                    let mut reference = Vec::new();
+                    if p == Policy::RandomSteal {
+                        let start = (before.clone().next_u64() % wn.len() as u64) as usize;
+                        steal::random_victims(wn.len(), thief, start, &mut reference);
+                    } else {
+                        assert_eq!(st.order.len(), st.starts.len());
+                        for (&node, &start) in st.order.iter().zip(&st.starts) {
+                            steal::push_node_victims(s.node_workers(node), start, thief, &mut reference);
+                        }
+                    }
+                    assert_eq!(v, reference, "{p} thief {thief} round {round}: walk vs steal::*_victims");
                     let mut sorted = v.clone();
                     sorted.sort_unstable();
                     let others: Vec<usize> = (0..wn.len()).filter(|&w| w != thief).collect();
