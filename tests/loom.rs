@@ -496,8 +496,7 @@ fn remote_wake_of_parked_fiber() {
 #[test]
 fn join_vs_complete() {
     check("join_vs_complete", None, || {
-        let p = JoinPacket::new();
-        let body = p.body(|| 7u32);
+        let (p, body) = JoinPacket::fiber(|| 7u32);
         let t = thread::spawn(move || body.run());
         assert_eq!(p.wait().unwrap(), 7);
         assert!(p.is_done());
@@ -510,8 +509,7 @@ fn join_vs_complete() {
 #[test]
 fn join_vs_cancel() {
     check("join_vs_cancel", None, || {
-        let p = JoinPacket::<u32>::new();
-        let body = p.body(|| 7u32);
+        let (p, body) = JoinPacket::fiber(|| 7u32);
         let t = thread::spawn(move || drop(body));
         let e = p.wait().unwrap_err();
         assert!(e.is_cancelled(), "{e}");
@@ -529,8 +527,7 @@ fn join_vs_cancel() {
 #[test]
 fn join_register_vs_clear() {
     check("join_register_vs_clear", None, || {
-        let p = JoinPacket::new();
-        let body = p.body(|| 7u32);
+        let (p, body) = JoinPacket::fiber(|| 7u32);
         let t = thread::spawn(move || body.run());
         let done_early = p.register_owner();
         p.clear_waiter();
@@ -545,8 +542,7 @@ fn join_register_vs_clear() {
 #[test]
 fn join_watching_vs_complete() {
     check("join_watching_vs_complete", None, || {
-        let p = JoinPacket::new();
-        let body = p.body(|| 5u32);
+        let (p, body) = JoinPacket::fiber(|| 5u32);
         let t = thread::spawn(move || body.run());
         let v = loop {
             if let Some(r) = p.try_take_or_register() {
@@ -567,8 +563,7 @@ fn join_watching_vs_complete() {
 #[test]
 fn scope_wait_vs_join() {
     check("scope_wait_vs_join", Some(3), || {
-        let p = JoinPacket::new();
-        let body = p.body(|| 9u32);
+        let (p, body) = JoinPacket::fiber(|| 9u32);
         let scope = p.clone();
         let t = thread::spawn(move || body.run());
         let s = thread::spawn(move || {

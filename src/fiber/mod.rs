@@ -80,7 +80,7 @@ pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
 use job::OwnedJob;
-use packet::{park_caller, Completion, FiberMain, Main, Packet};
+use packet::{park_caller, Completion};
 use task::{Suspend, Task, TaskRef};
 
 // ---------------------------------------------------------------------------
@@ -370,12 +370,10 @@ where
     if !placed_by_policy {
         shared.sched.record_placement(target);
     }
-    let packet = Packet::<T>::new();
-    // SAFETY: a fresh packet; this `Main` is its only completer.
-    let main: Box<dyn FiberMain + 'a> = Box::new(unsafe { Main::new(f, packet.clone()) });
-    // SAFETY: lifetime erasure only; the caller's contract keeps every
-    // borrow of `f` alive until the fiber is finished or destroyed.
-    let main: Box<dyn FiberMain + 'static> = unsafe { std::mem::transmute(main) };
+    // The closure and the packet in one allocation (issue 15).
+    // SAFETY: the caller's contract keeps every borrow of `f` alive until
+    // the fiber is finished or destroyed.
+    let (main, packet) = unsafe { packet::new_main(f) };
     let task = Task::new(next_fiber_id(), opts.name, stack_size, pinned, main);
     match me {
         Some(m) => Counters::bump(&shared.workers[m].counters.spawned, 1),
@@ -417,7 +415,7 @@ fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
 ///
 /// Dropping it detaches the fiber: it keeps running.
 pub struct JoinHandle<T> {
-    packet: Arc<Packet<T>>,
+    packet: packet::PacketRef<T>,
     task: TaskRef,
     _p: PhantomData<T>,
 }
@@ -1227,11 +1225,10 @@ impl<'scope> Scope<'scope, '_> {
         // SAFETY: `scope` waits for (or destroys) every child before it
         // returns or unwinds, so borrows of 'scope outlive the fiber.
         let h = unsafe { spawn_unchecked(&self.shared, f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
-        let c: Arc<dyn Completion + Send + Sync + 'scope> = h.packet.clone();
-        // SAFETY: lifetime erasure only. `scope` drops every entry of
-        // `children` before it returns, i.e. while 'scope is still alive,
-        // and the packets are only used there to wait for completion.
-        let c: Arc<dyn Completion + Send + Sync> = unsafe { std::mem::transmute(c) };
+        // Lifetime-erased already (`packet::new_main`): `scope` drops
+        // every entry of `children` before it returns, i.e. while 'scope
+        // is still alive, and only waits for completion through them.
+        let c = h.packet.completion();
         self.children.lock().unwrap_or_else(|e| e.into_inner()).push((h.task.clone(), c));
         ScopedJoinHandle { inner: h, _scope: PhantomData }
     }

@@ -252,13 +252,18 @@ unsafe impl<T: Send> Send for Packet<T> {}
 unsafe impl<T: Send> Sync for Packet<T> {}
 
 impl<T> Packet<T> {
+    /// A packet of its own (graph latches, models).
     pub(crate) fn new() -> Arc<Packet<T>> {
-        Arc::new(Packet {
+        Arc::new(Packet::empty())
+    }
+
+    fn empty() -> Packet<T> {
+        Packet {
             state: AtomicUsize::new(0),
             result: UnsafeCell::new(None),
             waiter: UnsafeCell::new(None),
             more: Mutex::new(Vec::new()),
-        })
+        }
     }
 
     fn lock_more(&self) -> MutexGuard<'_, Vec<Waiter>> {
@@ -584,40 +589,102 @@ impl<T> Completion for Packet<T> {
     }
 }
 
-/// The body of a fiber, type-erased.
-pub(crate) trait FiberMain: Send {
-    /// Run the user function and publish its result.
-    fn run(self: Box<Self>);
-    /// The fiber cannot run (no stack): publish `e` instead.
-    fn fail(self: Box<Self>, e: JoinError);
+/// What a `Task` runs: a boxed [`FiberMain`] (fork-join runners, tests), or
+/// a spawned fiber's [`MainPacket`], shared with its `JoinHandle`.
+pub(crate) enum Entry {
+    Boxed(Box<dyn FiberMain>),
+    Fiber(FiberEntry),
 }
 
-/// Runs `f` and publishes its result into `packet`. If it is dropped
-/// without running (shutdown), or unwound by a forced unwind, the packet
-/// gets `JoinError::cancelled` instead, so no joiner waits forever.
-pub(crate) struct Main<F, T> {
-    f: Option<F>,
-    packet: Arc<Packet<T>>,
-}
-
-impl<F, T> Main<F, T> {
-    /// The main function of a fiber that runs `f` into `packet`.
-    ///
-    /// # Safety
-    /// `packet` gets no other completer: no other `Main`, and no
-    /// [`Packet::complete`].
-    pub(crate) unsafe fn new(f: F, packet: Arc<Packet<T>>) -> Main<F, T> {
-        Main { f: Some(f), packet }
+impl<M: FiberMain + 'static> From<Box<M>> for Entry {
+    fn from(m: Box<M>) -> Entry {
+        Entry::Boxed(m)
     }
 }
 
-impl<F, T> FiberMain for Main<F, T>
+impl Entry {
+    /// Run the fiber's function and publish its result.
+    pub(crate) fn run(self) {
+        match self {
+            Entry::Boxed(m) => m.run(),
+            Entry::Fiber(e) => e.into_inner().run(),
+        }
+    }
+
+    /// The fiber cannot run (no stack): publish `e` instead.
+    pub(crate) fn fail(self, e: JoinError) {
+        match self {
+            Entry::Boxed(m) => m.fail(e),
+            Entry::Fiber(f) => f.into_inner().fail(e),
+        }
+    }
+}
+
+/// A spawned fiber's entry: its share of the [`MainPacket`]. Dropped
+/// without running (shutdown drain, a coroutine dropped before its first
+/// resume), it publishes `JoinError::cancelled`, like a dropped `Main`.
+pub(crate) struct FiberEntry(std::mem::ManuallyDrop<Arc<dyn SharedMain>>);
+
+impl FiberEntry {
+    fn into_inner(self) -> Arc<dyn SharedMain> {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so the `Arc` is taken exactly once.
+        unsafe { std::mem::ManuallyDrop::take(&mut me.0) }
+    }
+}
+
+impl Drop for FiberEntry {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and `self.0` is not used afterwards.
+        let m = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        m.cancel();
+    }
+}
+
+/// The fiber side of a [`MainPacket`] (object-safe).
+pub(crate) trait SharedMain: Send + Sync {
+    fn run(self: Arc<Self>);
+    fn fail(self: Arc<Self>, e: JoinError);
+    /// Dropped unrun: publish `JoinError::cancelled` and drop the closure.
+    fn cancel(&self);
+}
+
+/// A spawned fiber's closure and its join packet in one allocation (issue
+/// 15): the task's entry holds one reference, the `JoinHandle` the other.
+/// The closure cell is touched only by the holder of the fiber's run
+/// permission (`fiber::task`): the worker that runs it, or the drain.
+pub(crate) struct MainPacket<F, T> {
+    packet: Packet<T>,
+    f: std::cell::UnsafeCell<Option<F>>,
+}
+
+// SAFETY: `f` is used only under the fiber's run permission, which is
+// unique at every instant and moves between threads with a
+// happens-before edge (`fiber::task`); the packet is `Sync` for `T: Send`.
+unsafe impl<F: Send, T: Send> Sync for MainPacket<F, T> {}
+
+impl<F, T> MainPacket<F, T> {
+    /// Complete as cancelled unless done, then drop the closure if it is
+    /// still there.
+    fn cancel_now(&self) {
+        if !self.packet.is_done() {
+            // SAFETY: a `MainPacket`'s packet has one completer, this
+            // fiber (`new_main`), and it has not completed (not done).
+            unsafe { self.packet.complete_unique(Err(JoinError::cancelled())) };
+        }
+        // SAFETY: the run permission (type docs): ours.
+        drop(unsafe { (*self.f.get()).take() });
+    }
+}
+
+impl<F, T> SharedMain for MainPacket<F, T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(mut self: Box<Self>) {
-        let f = self.f.take().expect("fiber main runs once");
+    fn run(self: Arc<Self>) {
+        // SAFETY: the run permission (type docs).
+        let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
         let r = catch_unwind(AssertUnwindSafe(f));
         if r.is_ok() || !crate::fiber::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
@@ -629,15 +696,16 @@ where
             Err(p) => {
                 if crate::fiber::current_is_cancelling() {
                     // A forced unwind from the shutdown drain: let it reach
-                    // the coroutine root. Our Drop reports the cancellation.
+                    // the coroutine root, reporting the cancellation first.
+                    self.cancel_now();
                     std::panic::resume_unwind(p);
                 }
                 Err(JoinError::panicked(p))
             }
         };
-        // SAFETY: a `Main` is its packet's one completer (`Main::new`), and
-        // it completes once: here, in `fail`, or in `drop` (all consume it;
-        // `drop` skips a done packet).
+        // SAFETY: this fiber is its packet's one completer (`new_main`),
+        // completing once: not done yet (only `cancel`, never called on a
+        // started fiber, and `fail`, only for unstarted ones, complete too).
         unsafe { self.packet.complete_unique(r) };
         // A detached fiber's packet dies with us: its value (or panic
         // payload) is dropped here, on the fiber's stack. A destructor that
@@ -653,20 +721,87 @@ where
             }
         }
     }
-    fn fail(self: Box<Self>, e: JoinError) {
-        // SAFETY: as in `run`.
+    fn fail(self: Arc<Self>, e: JoinError) {
+        // SAFETY: as in `run`; an unstarted fiber, not completed.
         unsafe { self.packet.complete_unique(Err(e)) };
+        // SAFETY: the run permission (type docs).
+        drop(unsafe { (*self.f.get()).take() });
+    }
+    fn cancel(&self) {
+        self.cancel_now();
     }
 }
 
-impl<F, T> Drop for Main<F, T> {
-    fn drop(&mut self) {
-        if !self.packet.is_done() {
-            // SAFETY: as in `run`; not done, so neither `run` nor `fail`
-            // completed it.
-            unsafe { self.packet.complete_unique(Err(JoinError::cancelled())) };
-        }
+impl<F: Send, T: Send> Completion for MainPacket<F, T> {
+    fn is_done(&self) -> bool {
+        self.packet.is_done()
     }
+    fn register_current(&self) -> bool {
+        self.packet.register_current()
+    }
+    fn unjoined_panic(&self) -> bool {
+        self.packet.unjoined_panic()
+    }
+}
+
+/// The `JoinHandle`'s share of a [`MainPacket`]: the packet (a pointer
+/// into the shared allocation, for direct calls) and the counted owner.
+pub(crate) struct PacketRef<T> {
+    packet: std::ptr::NonNull<Packet<T>>,
+    owner: Arc<dyn Completion + Send + Sync>,
+}
+
+// SAFETY: a `PacketRef` is an `Arc` of a `Send + Sync` allocation (for
+// `T: Send`) plus a pointer into it.
+unsafe impl<T: Send> Send for PacketRef<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Send> Sync for PacketRef<T> {}
+
+impl<T> std::ops::Deref for PacketRef<T> {
+    type Target = Packet<T>;
+    #[inline]
+    fn deref(&self) -> &Packet<T> {
+        // SAFETY: points into the allocation `owner` keeps alive.
+        unsafe { self.packet.as_ref() }
+    }
+}
+
+impl<T> PacketRef<T> {
+    /// The packet as a scope sees it (a counted, type-erased reference).
+    pub(crate) fn completion(&self) -> Arc<dyn Completion + Send + Sync> {
+        self.owner.clone()
+    }
+}
+
+/// A spawned fiber's entry and its handle's packet, in one allocation.
+///
+/// # Safety
+/// As `fiber::spawn_unchecked`: the fiber finishes (or is destroyed) before
+/// anything `f` borrows goes away (the lifetimes are erased here).
+pub(crate) unsafe fn new_main<'a, F, T>(f: F) -> (Entry, PacketRef<T>)
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    let m = Arc::new(MainPacket { packet: Packet::empty(), f: std::cell::UnsafeCell::new(Some(f)) });
+    let packet = std::ptr::NonNull::from(&m.packet);
+    let owner: Arc<dyn Completion + Send + Sync + 'a> = m.clone();
+    let main: Arc<dyn SharedMain + 'a> = m;
+    // SAFETY: lifetime erasure only (caller's contract). After the fiber
+    // is finished or destroyed the closure cell is empty, so a late drop
+    // of the allocation runs no code of `F`.
+    let owner: Arc<dyn Completion + Send + Sync> = unsafe { std::mem::transmute(owner) };
+    // SAFETY: as above.
+    let main: Arc<dyn SharedMain> = unsafe { std::mem::transmute(main) };
+    (Entry::Fiber(FiberEntry(std::mem::ManuallyDrop::new(main))), PacketRef { packet, owner })
+}
+
+/// The body of a fiber, type-erased.
+pub(crate) trait FiberMain: Send {
+    /// Run the user function and publish its result.
+    fn run(self: Box<Self>);
+    /// The fiber cannot run (no stack): publish `e` instead.
+    fn fail(self: Box<Self>, e: JoinError);
 }
 
 /// Say on stderr that a destructor's panic was contained (the fiber's

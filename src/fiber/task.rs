@@ -59,7 +59,7 @@ pub(crate) enum Suspend {
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
-pub(crate) type Entry = Box<dyn crate::fiber::packet::FiberMain + 'static>;
+pub(crate) use crate::fiber::packet::Entry;
 pub(crate) type TaskRef = Arc<Task>;
 
 /// Lifecycle values (low two bits of `state`).
@@ -220,7 +220,7 @@ impl Task {
         name: Option<Arc<str>>,
         stack_size: usize,
         pinned: Option<usize>,
-        entry: Entry,
+        entry: impl Into<Entry>,
     ) -> TaskRef {
         Arc::new(Task {
             id,
@@ -236,7 +236,7 @@ impl Task {
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             timer_gen: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
-                entry: Some(entry),
+                entry: Some(entry.into()),
                 coro: None,
                 yielder: std::ptr::null(),
                 registered: false,
