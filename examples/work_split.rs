@@ -1,6 +1,7 @@
 //! How work splits between workers, measured in ways the machine's load does
 //! not move much: per worker, the fibers it resumed and finished, the fibers
-//! it stole, its parks (fiber suspensions), its thread's on-CPU time and
+//! it stole, its parks (fiber suspensions), the joins that ran their
+//! unstarted child at once (`reclaimed`), its thread's on-CPU time and
 //! run-queue wait (`/proc/self/task/TID/schedstat`, ns) and its voluntary
 //! context switches (futex sleeps); wall-clock only as ratios between
 //! variants of one process run back to back.
@@ -85,13 +86,14 @@ fn report(label: &str, before: &Snap, after: &Snap, wall: Duration) {
         let (c1, w1, v1, n1) = after.clocks[i];
         let (c0, w0, v0, n0) = before.clocks[i];
         println!(
-            "    w{i}: finished {:>8} resumed {:>8} stolen {:>7} steals {:>6} failed {:>8} parks {:>7} stacks {:>6} | cpu {:>7.2} ms runq-wait {:>6.2} ms vol-cs {:>6} invol-cs {:>5}",
+            "    w{i}: finished {:>8} resumed {:>8} stolen {:>7} steals {:>6} failed {:>8} parks {:>7} reclaimed {:>7} stacks {:>6} | cpu {:>7.2} ms runq-wait {:>6.2} ms vol-cs {:>6} invol-cs {:>5}",
             a.executed - b.executed,
             a.resumes - b.resumes,
             a.stolen_fibers - b.stolen_fibers,
             (a.local_steals + a.remote_steals) - (b.local_steals + b.remote_steals),
             a.failed_steals - b.failed_steals,
             a.parks - b.parks,
+            a.reclaimed - b.reclaimed,
             a.stacks_mapped,
             (c1 - c0) as f64 / 1e6,
             (w1 - w0) as f64 / 1e6,

@@ -723,6 +723,111 @@ fn cancel_vs_wake() {
 /// the body (loom: "Causality violation"). Set to `true` to see it.
 const WAKER_READS_BODY: bool = false;
 
+// ---------------------------------------------------------------------
+// Reclaim: a parent runs its unstarted child (`fiber::task`, "Reclaim")
+// ---------------------------------------------------------------------
+
+/// A worker pops one queue entry of `fiber` (`run_task`): if its CAS wins,
+/// it runs the body (a loom cell: the run count) and parks the fiber; a
+/// token that arrived meanwhile makes it requeue, and it pops its own new
+/// entry again. Returns how many times it ran the fiber.
+fn pop_entry(fiber: &FiberState, body: &UnsafeCell<u32>) -> u32 {
+    let mut ran = 0;
+    loop {
+        if !fiber.transition_to_running() {
+            return ran; // surplus (or cancelled): dropped unrun
+        }
+        ran += 1;
+        body.with_mut(|p| unsafe { *p += 1 });
+        if fiber.transition_to_parked() {
+            return ran;
+        }
+    }
+}
+
+/// A fresh child with its spawn entry in another worker's inbox (popped
+/// by that worker), the parent's reclaim (`is_fresh`, then a second entry
+/// in its own `run_next`, popped by its worker) and the shutdown drain
+/// (`transition_to_cancelled`, then destroying the body) all at once. The
+/// first run happens exactly once, or the drain destroys the unrun body,
+/// never both; the closure (the cell) is never touched by two at once.
+#[test]
+fn reclaim_vs_pop_vs_cancel() {
+    check("reclaim_vs_pop_vs_cancel", None, || {
+        let fiber = FiberState::new();
+        assert!(fiber.is_fresh());
+        let body = Arc::new(UnsafeCell::new(0u32));
+        let popper = {
+            let (f, b) = (fiber.clone(), body.clone());
+            thread::spawn(move || {
+                let won = f.transition_to_running();
+                if won {
+                    b.with_mut(|p| unsafe { *p += 1 }); // takes the closure, runs it
+                    f.transition_to_done();
+                }
+                won
+            })
+        };
+        let reclaimer = {
+            let (f, b) = (fiber.clone(), body.clone());
+            thread::spawn(move || {
+                // The parent's check; its duplicate entry is popped by its
+                // own worker right after the hand-off.
+                if !f.is_fresh() {
+                    return (false, false);
+                }
+                let won = f.transition_to_running();
+                if won {
+                    b.with_mut(|p| unsafe { *p += 1 });
+                    f.transition_to_done();
+                }
+                (true, won)
+            })
+        };
+        let cancelled = fiber.transition_to_cancelled();
+        if cancelled {
+            body.with_mut(|p| unsafe { assert_eq!(*p, 0, "destroyed a fiber that ran") });
+        }
+        let popped = popper.join().unwrap();
+        let (duplicated, reclaimed) = reclaimer.join().unwrap();
+        assert_eq!(popped as u32 + reclaimed as u32 + cancelled as u32, 1, "one permission, one holder");
+        assert!(duplicated || !reclaimed);
+        assert!(!fiber.is_fresh(), "a task that ran or was cancelled is not fresh");
+        assert!(fiber.is_surplus(), "every remaining entry is surplus");
+        body.with(|p| unsafe { assert_eq!(*p, u32::from(!cancelled)) });
+    });
+}
+
+/// After the reclaim the child runs, parks and is woken while its other
+/// entry is still queued: the spawn entry (original), the reclaim's
+/// duplicate and the waker's new entry race. The stale entry may win the
+/// CAS of a later `QUEUED` episode (then the waker's entry is the surplus
+/// one): the run count shows each run had the permission alone (loom
+/// reports two holders as a race on the cell), the fiber runs once per
+/// episode (1 or 2 times: the wake-up is a second episode unless it came
+/// as a token), and it ends parked with no entry left that could run it.
+#[test]
+fn reclaim_surplus_entry_after_requeue() {
+    check("reclaim_surplus_entry_after_requeue", None, || {
+        let fiber = FiberState::new();
+        let body = Arc::new(UnsafeCell::new(0u32));
+        let original = {
+            let (f, b) = (fiber.clone(), body.clone());
+            thread::spawn(move || pop_entry(&f, &b))
+        };
+        let waker = {
+            let (f, b) = (fiber.clone(), body.clone());
+            thread::spawn(move || if f.transition_to_notified() { pop_entry(&f, &b) } else { 0 })
+        };
+        let dup = if fiber.is_fresh() { pop_entry(&fiber, &body) } else { 0 };
+        let runs = dup + original.join().unwrap() + waker.join().unwrap();
+        assert!((1..=2).contains(&runs), "runs={runs}");
+        body.with(|p| unsafe { assert_eq!(*p, runs) });
+        assert!(fiber.is_parked(), "the last run parked, no token left");
+        assert!(fiber.is_surplus());
+    });
+}
+
 /// A fiber yields (`transition_to_queued_after_yield`) while a waker sets
 /// its token: the token survives the requeue and the next park returns at
 /// once.

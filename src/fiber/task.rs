@@ -3,19 +3,22 @@
 //! # The run permission
 //!
 //! Exactly one party at a time may touch a task's body (its closure or its
-//! suspended coroutine): the holder of the *run permission*. The permission
-//! travels with the task's `TaskRef` through the queues, and is created or
-//! consumed only by transitions of `Task::state`:
+//! suspended coroutine): the holder of the *run permission*. Queue entries
+//! (`TaskRef`s in the deques, inboxes, wake slots and `run_next`) are
+//! *claims* on it: a task that is `QUEUED` has at least one entry, and the
+//! permission is created or consumed only by transitions of `Task::state`:
 //!
-//! 1. `spawn` creates the task in `QUEUED` and pushes it to one queue: the
-//!    queue entry is the permission.
-//! 2. A worker that pops an entry moves `QUEUED -> RUNNING` with a CAS. If the
-//!    CAS fails the task was cancelled during shutdown (`DONE`) and the entry
-//!    is dropped without touching the body.
+//! 1. `spawn` creates the task in `QUEUED | FRESH` and pushes it to one
+//!    queue: that entry is its claim.
+//! 2. A worker that pops an entry moves `QUEUED -> RUNNING` with a CAS
+//!    (clearing `FRESH`): the winner holds the permission. If the CAS
+//!    fails the entry was a *surplus* entry (a reclaimed child's, below) or
+//!    the task was cancelled during shutdown (`DONE`): the entry is dropped
+//!    without touching the body.
 //! 3. While `RUNNING`, only the resuming worker (and the fiber itself, on its
 //!    own stack) touches the body.
 //! 4. On `Suspend::Yield` the worker stores `QUEUED` and pushes the task back:
-//!    the permission goes with the entry.
+//!    the new entry is a claim like the first.
 //! 5. On `Suspend::Park` the worker CASes `RUNNING -> PARKED` (Release). From
 //!    then on *nobody* holds the permission; a waker re-creates it with a CAS
 //!    `PARKED -> QUEUED` (AcqRel) and pushes the task to a queue. If the
@@ -36,6 +39,32 @@
 //!
 //! The `NOTIFIED` bit is a wake-up token with `std::thread::park` semantics:
 //! `unpark` before `park` makes that `park` return at once.
+//!
+//! # Reclaim: a parent joining its unstarted child runs it
+//!
+//! `JoinHandle::join` (and a scope's end) by the fiber that spawned the
+//! child, when placement sent the child to *another* worker of the
+//! spawner's NUMA node and it is still `FRESH` (nobody has run it), pushes
+//! a **second entry** for the same task into its own worker's `run_next`
+//! slot and hands off (`Suspend::Handoff`: the parent goes to the deque,
+//! stealable, as after a work-first spawn). It takes no permission itself
+//! and touches no body: the two entries race for the one `QUEUED -> RUNNING`
+//! CAS of step 2 like any two poppers, and the loser's entry is surplus. The
+//! invariant the protocol needs is only "the permission is held by the
+//! winner of a CAS out of `QUEUED` (or `PARKED`), and nobody else": a task
+//! may have more entries than permissions, never the reverse. A surplus
+//! entry popped later finds the task `RUNNING`, `PARKED` or `DONE` and is
+//! dropped; if it finds the task `QUEUED` again (it ran, yielded or was
+//! woken, and its new entry is still queued), it wins the CAS as a claim of
+//! that episode and the other entry becomes the surplus one. Every
+//! successful CAS consumes one entry per `QUEUED` episode, so each reclaim
+//! produces exactly one failed-CAS drop (plus one per shutdown
+//! cancellation of a queued task). The loom model `reclaim_vs_pop_vs_cancel`
+//! runs this code (`tests/loom.rs`).
+//!
+//! The same `Task` (not a copy) runs, so its id, name, stack size, packet
+//! and every `TaskRef` held elsewhere (the join handle, a scope's list, the
+//! deadlock detector, the parked registry) stay right.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
@@ -70,6 +99,9 @@ pub(crate) const DONE: u8 = 3;
 const LIFECYCLE: u8 = 0b11;
 /// Wake-up token (bit 2).
 pub(crate) const NOTIFIED: u8 = 0b100;
+/// Never run yet (bit 3): set at spawn, cleared by the first
+/// `QUEUED -> RUNNING` (module docs, "Reclaim").
+pub(crate) const FRESH: u8 = 0b1000;
 
 pub(crate) struct Body {
     /// The user closure until the fiber first runs.
@@ -89,6 +121,10 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// `Some(w)`: never migrates off worker `w`.
     pub(crate) pinned: Option<usize>,
+    /// Id of the fiber that may reclaim this one while it is `FRESH` (its
+    /// spawner, when placement sent it to another worker of the spawner's
+    /// node; module docs, "Reclaim"), or 0 (fiber ids start at 1).
+    pub(crate) reclaim_by: u64,
     /// Lifecycle and token (module docs); a loom atomic under `cfg(loom)`.
     state: StateCell,
     /// Set while the shutdown drain destroys this task: the fiber must not
@@ -97,9 +133,11 @@ pub(crate) struct Task {
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
-    /// Worker that last ran the fiber. Written (relaxed) by the holder of
+    /// Worker that last ran the fiber; until it first runs, the worker
+    /// placement sent it to. Written (relaxed) by the holder of
     /// the run permission when it resumes the fiber; read by a waker after
-    /// it won `PARKED -> QUEUED` (whose acquire orders the write before).
+    /// it won `PARKED -> QUEUED` (whose acquire orders the write before),
+    /// and, as a hint only, by a reclaiming parent (`fiber::reclaim`).
     /// Not in the body: the shutdown drain may take the permission back
     /// from a `QUEUED` task (`transition_to_cancelled`) and destroy the
     /// body while that waker is still looking for a queue (found by the
@@ -215,6 +253,7 @@ impl Task {
         self.timer_gen.store(self.timer_gen.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
+    /// A task that nobody may reclaim, placed on its pinned worker (or 0).
     pub(crate) fn new(
         id: u64,
         name: Option<Arc<str>>,
@@ -222,21 +261,36 @@ impl Task {
         pinned: Option<usize>,
         entry: impl Into<Entry>,
     ) -> TaskRef {
+        Task::new_placed(id, name, stack_size, pinned, pinned.unwrap_or(0), 0, entry.into())
+    }
+
+    /// A task placed on worker `placed`, reclaimable by fiber `reclaim_by`
+    /// (0: by nobody).
+    pub(crate) fn new_placed(
+        id: u64,
+        name: Option<Arc<str>>,
+        stack_size: usize,
+        pinned: Option<usize>,
+        placed: usize,
+        reclaim_by: u64,
+        entry: Entry,
+    ) -> TaskRef {
         Arc::new(Task {
             id,
             name,
             stack_size,
             pinned,
-            state: StateCell::new(QUEUED),
+            reclaim_by,
+            state: StateCell::new(QUEUED | FRESH),
             cancelling: Cell::new(false),
             stack_lo: AtomicUsize::new(0),
-            last_worker: AtomicUsize::new(pinned.unwrap_or(0)),
+            last_worker: AtomicUsize::new(placed),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             timer_gen: AtomicU64::new(0),
             body: UnsafeCell::new(Body {
-                entry: Some(entry.into()),
+                entry: Some(entry),
                 coro: None,
                 yielder: std::ptr::null(),
                 registered: false,
@@ -261,14 +315,15 @@ impl Task {
         self.body.get()
     }
 
-    /// Step 2: a worker that popped an entry tries to take the permission.
+    /// Step 2: a worker that popped an entry tries to take the permission
+    /// (and clears `FRESH`). `false`: a surplus or cancelled entry.
     pub(crate) fn transition_to_running(&self) -> bool {
         let mut s = self.state.load(Acquire);
         loop {
             if s & LIFECYCLE != QUEUED {
                 return false;
             }
-            match self.state.compare_exchange_weak(s, (s & !LIFECYCLE) | RUNNING, AcqRel, Acquire) {
+            match self.state.compare_exchange_weak(s, (s & !(LIFECYCLE | FRESH)) | RUNNING, AcqRel, Acquire) {
                 Ok(_) => return true,
                 Err(a) => s = a,
             }
@@ -372,6 +427,22 @@ impl Task {
     #[inline]
     pub(crate) fn set_last_worker(&self, w: usize) {
         self.last_worker.store(w, Relaxed);
+    }
+
+    /// Queued and never run (module docs, "Reclaim"). A hint: the answer
+    /// may be stale by the time the caller acts on it, which the reclaim
+    /// tolerates (its entry is then surplus).
+    #[inline]
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.state.load(Acquire) & FRESH != 0
+    }
+
+    /// Not `QUEUED`: a queue entry popped now is surplus and may be dropped
+    /// unrun (module docs, step 2). A `QUEUED` answer may be stale; the
+    /// popper's CAS decides then.
+    #[inline]
+    pub(crate) fn is_surplus(&self) -> bool {
+        self.state.load(Acquire) & LIFECYCLE != QUEUED
     }
 
     /// Parked with no wake-up pending (deadlock report).

@@ -136,6 +136,15 @@ impl FiberState {
     pub fn is_parked(&self) -> bool {
         self.0.is_parked()
     }
+    /// What a reclaiming parent reads before it queues a second entry
+    /// (`fiber::reclaim`).
+    pub fn is_fresh(&self) -> bool {
+        self.0.is_fresh()
+    }
+    /// What the fairness pass reads before it drops an inbox entry unrun.
+    pub fn is_surplus(&self) -> bool {
+        self.0.is_surplus()
+    }
     /// What `Shared::reschedule` reads after winning `PARKED -> QUEUED`.
     pub fn last_worker(&self) -> usize {
         self.0.last_worker()

@@ -956,6 +956,32 @@ impl Scheduler {
         }
     }
 
+    /// A queue entry of a fiber joined `node` without a placement (a parent
+    /// that reclaimed its unstarted child queued a second entry for it on
+    /// its own worker, see [`JoinHandle::join`](crate::fiber::JoinHandle::join)):
+    /// with [`PolicyOptions::decrement_workload`] the NLH workload counts it
+    /// until one of the fiber's two entries is dropped unrun
+    /// ([`fiber_left_node`](Self::fiber_left_node) then), so that the
+    /// count still returns to zero; no-op otherwise. Placements do not
+    /// change.
+    ///
+    /// ```
+    /// use numafiber::policy::{Policy, PolicyOptions, Scheduler};
+    /// use numafiber::Topology;
+    /// let opts = PolicyOptions { decrement_workload: true, ..PolicyOptions::default() };
+    /// // 1 node, 2 workers (the worker -> node layout).
+    /// let s = Scheduler::new(Policy::Nlh, opts, vec![0, 0], &Topology::uniform(1, 2));
+    /// s.fiber_entered_node(0);
+    /// assert_eq!((s.node_workload(0), s.placements(0)), (1, 0));
+    /// s.fiber_left_node(0);
+    /// assert_eq!(s.node_workload(0), 0);
+    /// ```
+    pub fn fiber_entered_node(&self, node: usize) {
+        if self.tracks_departures() {
+            self.nodes[node].workload.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// `count` fibers were stolen from a worker on `from_node` by a worker
     /// on `to_node`: with [`PolicyOptions::decrement_workload`] the NLH
     /// workload moves with them (no-op within a node or otherwise).

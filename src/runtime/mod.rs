@@ -996,6 +996,13 @@ pub struct WorkerStats {
     pub parks: u64,
     /// Stacks this worker mapped (fresh `mmap`s, not pool hits).
     pub stacks_mapped: u64,
+    /// Joins by a fiber on this worker that ran their own child at once
+    /// because nobody had started it yet (the child was queued on another
+    /// worker of the node; see [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
+    /// Each one leaves a surplus queue entry behind, which its worker drops
+    /// without running anything; [`stolen_fibers`](Self::stolen_fibers)
+    /// counts such entries when a steal moves them.
+    pub reclaimed: u64,
     /// Timers in this worker's heap (sleeps and timed waits), as last
     /// published by the worker. Includes stale ones (a timed wait that
     /// ended before its deadline) until the heap is next compacted, which
@@ -1082,6 +1089,7 @@ impl Stats {
                     stolen_fibers: c.stolen_fibers.load(Relaxed),
                     parks: c.parks.load(Relaxed),
                     stacks_mapped: c.stacks_mapped.load(Relaxed),
+                    reclaimed: c.reclaimed.load(Relaxed),
                     pending_timers: w.timers.load(Relaxed),
                 }
             })

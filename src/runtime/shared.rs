@@ -61,6 +61,9 @@ pub(crate) struct Counters {
     pub(crate) stolen_fibers: AtomicU64,
     pub(crate) parks: AtomicU64,
     pub(crate) stacks_mapped: AtomicU64,
+    /// Joins on this worker that ran their unstarted child at once
+    /// (`fiber::reclaim`).
+    pub(crate) reclaimed: AtomicU64,
 }
 
 impl Counters {

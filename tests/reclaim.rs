@@ -1,0 +1,228 @@
+//! Reclaim: a fiber that joins its own child which nobody has started yet
+//! runs it at once on its own worker (`JoinHandle::join`, protocol in
+//! `src/fiber/task.rs`, "Reclaim").
+//!
+//! The deterministic tests keep worker 1 busy in a pinned fiber that spins
+//! without suspending, so that nothing can start a child placed in its
+//! inbox; worker 0 runs the parent. NLH places on the shortest queue of
+//! the node, ties to the spawner: one local child on worker 0 first makes
+//! worker 1 the shortest.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use numafiber::policy::PolicyOptions;
+use numafiber::{fiber, Policy, Runtime, Topology};
+
+fn rt(opts: PolicyOptions) -> Runtime {
+    Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::Nlh).policy_options(opts).build().expect("runtime")
+}
+
+/// Worker 1 spins in a pinned fiber until `release` is set (or 120 s, so
+/// that a broken test fails instead of hanging). Returns once it spins.
+fn occupy_worker1(rt: &Runtime, release: &Arc<AtomicBool>) -> fiber::JoinHandle<()> {
+    let started = Arc::new(AtomicBool::new(false));
+    let (s, r) = (started.clone(), release.clone());
+    let h = fiber::Builder::new()
+        .worker(1)
+        .spawn_on(rt, move || {
+            s.store(true, SeqCst);
+            let t0 = Instant::now();
+            while !r.load(SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap();
+    while !started.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    h
+}
+
+/// What a child reports: its worker and its fiber id.
+fn whoami() -> (usize, u64) {
+    let f = fiber::current().expect("in a fiber");
+    (f.worker, f.id)
+}
+
+#[test]
+fn join_runs_the_unstarted_child_on_the_parents_worker() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let parent = fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, || {
+            // The order in which the two children start.
+            let order = Arc::new(AtomicU32::new(0));
+            let o = order.clone();
+            let local = fiber::Builder::new().local(true).spawn(move || (whoami().0, o.fetch_add(1, SeqCst))).unwrap();
+            let o = order.clone();
+            let child = fiber::Builder::new()
+                .name("reclaimed")
+                .spawn(move || (whoami(), fiber::current().unwrap().name, o.fetch_add(1, SeqCst)))
+                .unwrap();
+            let id = child.id();
+            let ((worker, seen_id), name, child_seq) = fiber::await_fiber(child);
+            let (lw, local_seq) = fiber::await_fiber(local);
+            (id, worker, seen_id, name, lw, (child_seq, local_seq))
+        })
+        .unwrap();
+    let (id, worker, seen_id, name, local_worker, order) = parent.join().unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!(worker, 0, "the child ran where its parent joined it");
+    assert_eq!(seen_id, id, "the same fiber ran: fiber::current().id is the handle's id");
+    assert_eq!(name.as_deref(), Some("reclaimed"));
+    assert_eq!(local_worker, 0);
+    // Run at once by the join: before the local child queued earlier in
+    // the worker's wake slot (which a waiting parent would have let run
+    // first, before its idle worker took the child back from worker 1).
+    assert_eq!(order, (0, 1));
+    let s = rt.stats();
+    assert_eq!((s.workers[0].reclaimed, s.workers[1].reclaimed), (1, 0), "{s:?}");
+}
+
+#[test]
+fn scope_end_runs_unstarted_children_too() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let ran_on = fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, || {
+            let mut ran_on = [usize::MAX; 2];
+            let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+            fiber::scope(|s| {
+                let (a, _) = ran_on.split_at_mut(1);
+                s.spawn(move || a[0] = whoami().0);
+            });
+            fiber::await_fiber(local);
+            ran_on[1] = whoami().0;
+            ran_on
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!(ran_on, [0, 0]);
+    assert_eq!(rt.stats().workers[0].reclaimed, 1);
+}
+
+/// Only the spawner reclaims: a fiber joining a handle it was given waits
+/// as before, and a plain thread never runs a fiber.
+#[test]
+fn other_joiners_wait_for_the_child() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let r = release.clone();
+    let out = fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, move || {
+            let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+            let child = fiber::spawn(whoami);
+            let id = child.id();
+            // Another fiber joins it; this one lets worker 1 go once that
+            // joiner waits.
+            let joiner = fiber::Builder::new().local(true).spawn(move || fiber::await_fiber(child)).unwrap();
+            fiber::await_fiber(local);
+            fiber::yield_now();
+            r.store(true, SeqCst);
+            (id, fiber::await_fiber(joiner))
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    spinner.join().unwrap();
+    let (id, (_, seen)) = out;
+    assert_eq!(seen, id);
+    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 0);
+
+    // A plain thread joining a fiber it spawned.
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let h = rt.spawn(whoami);
+    release.store(true, SeqCst);
+    h.join().unwrap();
+    spinner.join().unwrap();
+    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 0);
+}
+
+/// With `decrement_workload` the NLH node workload returns to zero once
+/// everything finished: the reclaim's second entry is counted in and out.
+#[test]
+fn workload_counts_return_to_zero() {
+    let rt = rt(PolicyOptions { decrement_workload: true, ..PolicyOptions::default() });
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, || {
+            let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+            fiber::await_fiber(fiber::spawn(|| ()));
+            fiber::await_fiber(local);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!(rt.stats().workers[0].reclaimed, 1);
+    // The surplus entry is dropped when worker 1 gets to its inbox.
+    let t0 = Instant::now();
+    while rt.stats().nodes[0].workload != 0 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(rt.stats().nodes[0].workload, 0, "{:?}", rt.stats().nodes);
+}
+
+/// A 10-ary tree (11,111 fibers) on 2 workers, 20 rounds: joins race the
+/// other worker starting the same children, steals move surplus entries,
+/// leaves yield or sleep so that started children park. Every fiber runs
+/// exactly once (a counter per fiber) and every sum is right.
+#[test]
+fn every_fiber_runs_once_while_reclaims_race_steals() {
+    const LEVELS: u32 = 4;
+    const FIBERS: usize = 11_111; // 10 + 100 + 1000 + 10000 + the root's 1
+    fn tree(idx: usize, level: u32, runs: Arc<Vec<AtomicU32>>) -> u64 {
+        runs[idx].fetch_add(1, Relaxed);
+        if level == LEVELS {
+            match idx % 7 {
+                0 => fiber::yield_now(),
+                1 => fiber::sleep(Duration::from_micros(50)),
+                _ => {}
+            }
+            return idx as u64;
+        }
+        let hs: Vec<_> = (0..10)
+            .map(|i| {
+                let r = runs.clone();
+                fiber::spawn(move || tree(idx * 10 + 1 + i, level + 1, r))
+            })
+            .collect();
+        idx as u64 + hs.into_iter().map(fiber::await_fiber).sum::<u64>()
+    }
+    for opts in [PolicyOptions::default(), PolicyOptions { decrement_workload: true, ..PolicyOptions::default() }] {
+        for policy in [Policy::Nlh, Policy::RandomSteal] {
+            let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(policy).policy_options(opts).build().unwrap();
+            let reclaimed = AtomicU64::new(0);
+            for _ in 0..20 {
+                let runs: Arc<Vec<AtomicU32>> = Arc::new((0..FIBERS).map(|_| AtomicU32::new(0)).collect());
+                let before = rt.stats();
+                let r = runs.clone();
+                let sum = rt.block_on(move || tree(0, 0, r));
+                assert_eq!(sum, (FIBERS as u64 - 1) * FIBERS as u64 / 2, "{policy:?}");
+                let bad: Vec<usize> = (0..FIBERS).filter(|&i| runs[i].load(Relaxed) != 1).collect();
+                assert!(bad.is_empty(), "{policy:?}: fibers that did not run exactly once: {:?}", &bad[..bad.len().min(10)]);
+                let after = rt.stats();
+                assert_eq!(after.completed - before.completed, after.spawned - before.spawned, "{policy:?}");
+                let rec = |s: &numafiber::Stats| s.workers.iter().map(|w| w.reclaimed).sum::<u64>();
+                reclaimed.fetch_add(rec(&after) - rec(&before), Relaxed);
+            }
+            eprintln!("{policy:?} {opts:?}: {} reclaimed joins over 20 trees", reclaimed.load(Relaxed));
+        }
+    }
+}
