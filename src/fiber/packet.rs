@@ -71,13 +71,29 @@
 //! everyone) or the waiter sees `DONE` (it removes itself and does not
 //! park). Never neither.
 //!
-//! Per spawn + join on one worker this costs one CAS (register) and one
-//! `fetch_or` (complete) where the mutex version took six locked
-//! instructions for three lock acquisitions, plus four reference counts for
-//! the two `Waiter`s and one for the wake (`BENCHMARKS.md`, "Spawn + join:
-//! the lock-free packet"). The loom models `join_vs_complete`,
-//! `join_vs_cancel`, `join_register_vs_clear`, `scope_wait_vs_join` and
-//! `latch_double_open` run this code.
+//! Per spawn + join on one worker (the joiner registers before the child
+//! runs) the packet costs three locked instructions: the owner's CAS and
+//! the completer's two `fetch_or`s (`DONE`, `WOKEN`), where the mutex
+//! version took six for three lock acquisitions, plus six reference counts
+//! for two counted `Waiter`s and the wake (`BENCHMARKS.md`, "Spawn + join:
+//! the lock-free packet").
+//!
+//! # One allocation per spawned fiber for closure and packet
+//!
+//! A spawned fiber's closure and its packet share one `Arc`
+//! ([`MainPacket`], made by [`new_main`]): the task's [`Entry`] holds one
+//! reference, the `JoinHandle` ([`PacketRef`]) the other, and a scope a
+//! third. An entry dropped without running (the shutdown drain, a
+//! coroutine dropped before its first resume) publishes
+//! `JoinError::cancelled`, as the dropped `Box` of the fiber's main did.
+//!
+//! The loom models `join_vs_complete`, `join_vs_cancel`,
+//! `join_register_vs_clear`, `join_watching_vs_complete`,
+//! `scope_wait_vs_join` and `latch_double_open` (`tests/loom.rs`) run this
+//! code with thread waiters. They check the cells' ownership hand-offs and
+//! that no waiter is lost; the lifetime argument for a fiber waiter's plain
+//! pointers (the `WOKEN` wait) is the one above, which loom cannot see
+//! (its waiters are threads).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
