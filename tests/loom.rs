@@ -54,7 +54,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel};
+use numafiber::__loom::{FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel, SpinLockModel};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -1031,5 +1031,47 @@ fn handoff_grant_vs_park() {
         assert_eq!(sender.join().unwrap(), None, "a receiver waited: the value was handed over");
         assert_eq!(got, Some(7));
         assert_eq!(cell.take_again(), None);
+    });
+}
+
+/// The wait queue's internal lock (`sync::lock::SpinLock`, whose unlock is
+/// a plain release store): a thread and the main thread increment a loom
+/// cell under it, and read it under it at the end. Loom reports two
+/// holders at once (a data race on the cell) or a holder that misses the
+/// previous holder's write (a causality violation, or a short count); the
+/// waiter's backoff yields to the model, so a spinning waiter lets the
+/// holder run. (With a third thread loom explores the two waiters yielding
+/// to each other forever, a schedule no OS keeps up, and gives up at its
+/// branch limit; mutual exclusion is a two-party property.)
+#[test]
+fn queue_lock_mutual_exclusion() {
+    check("queue_lock_mutual_exclusion", Some(3), || {
+        let l = Arc::new(SpinLockModel::new());
+        let ts: Vec<_> = (0..1)
+            .map(|_| {
+                let l = l.clone();
+                thread::spawn(move || l.increment())
+            })
+            .collect();
+        l.increment();
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(l.get(), 2);
+    });
+}
+
+/// The owner's `take` right after its `put` races a thief's `steal` (the
+/// model ignores the grace period): exactly one of them gets the entry.
+#[test]
+fn wake_slot_take_vs_steal() {
+    check("wake_slot_take_vs_steal", None, || {
+        let s = Arc::new(SlotModel::<u32>::new());
+        let s2 = s.clone();
+        let th = thread::spawn(move || s2.steal().is_some());
+        assert!(s.put(Arc::new(5)).is_none());
+        let mine = s.take().is_some();
+        let stolen = th.join().unwrap();
+        assert!(mine != stolen, "exactly one party takes the entry: owner {mine}, thief {stolen}");
     });
 }

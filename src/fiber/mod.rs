@@ -126,15 +126,6 @@ pub(crate) fn current_shared_ptr() -> *const Shared {
     if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
 }
 
-/// The running task and its worker's runtime, as pointers (no counts):
-/// what a wait-queue entry needs (`sync::queue`). `None` off a worker or
-/// outside a fiber.
-pub(crate) fn current_task_and_shared_ptrs() -> Option<(*const Task, *const Shared)> {
-    let s = current_shared_ptr();
-    let t = tls::current_task_ptr();
-    (!s.is_null() && !t.is_null()).then_some((t, s))
-}
-
 pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
     let t = current_task_ref()?;
     let s = current_shared()?;
@@ -171,16 +162,22 @@ pub(crate) fn current_cannot_suspend() -> bool {
 /// no-op on plain threads. Clear with `task::wait_kind::NONE`.
 pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
     if let Some(t) = current_task() {
-        t.wait_obj.store(obj, Relaxed);
-        t.wait_kind.store(kind, Relaxed);
+        set_task_wait_reason(t, kind, obj);
     }
+}
+
+/// `set_wait_reason` for a caller that knows its own task `t`.
+#[inline]
+pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
+    t.wait_obj.store(obj, Relaxed);
+    t.wait_kind.store(kind, Relaxed);
 }
 
 /// The running fiber may not suspend: it is being destroyed, or it is
 /// unwinding a panic (the panic count is per thread, so another fiber
 /// resumed on this thread would see it).
 #[inline]
-fn cannot_suspend(t: &Task) -> bool {
+pub(crate) fn cannot_suspend(t: &Task) -> bool {
     t.cancelling.get() || std::thread::panicking()
 }
 

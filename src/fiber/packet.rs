@@ -202,10 +202,13 @@ impl Inline {
     /// The caller, as the owner's waiter.
     #[inline]
     fn current() -> Inline {
-        match crate::fiber::current_task_and_shared_ptrs() {
-            Some((task, shared)) => Inline::Fiber { task, shared },
-            None => Inline::Thread(thread::current()),
+        let (w, task) = tls::worker_and_task();
+        if w.is_null() || task.is_null() {
+            return Inline::Thread(thread::current());
         }
+        // SAFETY: a non-null WORKER points to this thread's live worker.
+        let shared = unsafe { Arc::as_ptr(&(*w).shared) };
+        Inline::Fiber { task, shared }
     }
 
     fn same(&self, o: &Inline) -> bool {

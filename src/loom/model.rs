@@ -537,7 +537,7 @@ pub struct SlotModel<T>(crate::runtime::wake_slot::WakeSlot<T>);
 
 impl<T> SlotModel<T> {
     pub fn new() -> SlotModel<T> {
-        SlotModel(crate::runtime::wake_slot::WakeSlot::new())
+        SlotModel(crate::runtime::wake_slot::WakeSlot::new(true))
     }
     /// Owner: put, returning the displaced entry.
     pub fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
@@ -566,10 +566,38 @@ use crate::sync::queue::{Handoff, HandoffPtr, Inner, Node};
 
 /// A wait queue of the channel's shape: the real `sync::queue::Inner`
 /// (push, `grant_first_where_then`, `remove`), the real `Node`/`Waker`
-/// signal flag (a loom atomic here) and the real `Handoff` cell, behind a
-/// loom `Mutex` standing in for `WaitQueue`'s std one. Entries carry a
-/// receiver's `HandoffPtr`, as `channel::Slot::Recv` does.
-pub struct HandoffQueue(::loom::sync::Mutex<Inner<(), HandoffPtr<u64>>>);
+/// signal flag (a loom atomic here) and the real `Handoff` cell, behind the
+/// real `WaitQueue` lock (`sync::lock::SpinLock`, on loom's flag). Entries
+/// carry a receiver's `HandoffPtr`, as `channel::Slot::Recv` does.
+pub struct HandoffQueue(QueueLock<Inner<(), HandoffPtr<u64>>>);
+
+/// `sync::lock::SpinLock` on loom's `AtomicBool`: the wait queue's lock.
+type QueueLock<T> = crate::sync::lock::SpinLock<T, ::loom::sync::atomic::AtomicBool>;
+
+/// The wait queue's internal lock (`sync::lock::SpinLock`) around a loom
+/// cell: a model that two holders at once, or a holder that does not see
+/// the previous holder's writes, is reported by loom.
+pub struct SpinLockModel(QueueLock<::loom::cell::UnsafeCell<u64>>);
+
+impl SpinLockModel {
+    pub fn new() -> SpinLockModel {
+        SpinLockModel(QueueLock::new_loom(::loom::cell::UnsafeCell::new(0)))
+    }
+    /// Increment the cell under the lock (a read and a write loom checks).
+    pub fn increment(&self) {
+        let g = self.0.lock();
+        g.with_mut(|p| {
+            // SAFETY: under the lock (what the model checks).
+            unsafe { *p += 1 }
+        });
+    }
+    /// The cell's value, read under the lock.
+    pub fn get(&self) -> u64 {
+        let g = self.0.lock();
+        // SAFETY: under the lock.
+        g.with(|p| unsafe { *p })
+    }
+}
 
 /// A waiting receiver: its cell (on the waiter's stack, like
 /// `Receiver::recv_until`'s) and its handle on its wait.
@@ -595,11 +623,11 @@ impl HandoffCell {
 
 impl HandoffQueue {
     pub fn new() -> HandoffQueue {
-        HandoffQueue(::loom::sync::Mutex::new(Inner::new(())))
+        HandoffQueue(QueueLock::new_loom(Inner::new(())))
     }
     /// `recv_until`'s queueing step: push an entry pointing at `cell`.
     pub fn push(&self, cell: &HandoffCell) -> HandoffWaiter {
-        let (id, node) = self.0.lock().unwrap().push(cell.0.ptr());
+        let (id, node) = self.0.lock().push(cell.0.ptr());
         HandoffWaiter { id, node }
     }
     /// `Chan::offer` finding a waiting receiver (`hand_to_receiver`): move
@@ -607,7 +635,7 @@ impl HandoffQueue {
     /// receiver waits.
     pub fn send(&self, v: u64) -> Option<u64> {
         let mut v = Some(v);
-        let e = self.0.lock().unwrap().grant_first_where_then(
+        let e = self.0.lock().grant_first_where_then(
             |_| true,
             |h| {
                 if let Some(v) = v.take() {
@@ -637,7 +665,7 @@ impl HandoffQueue {
                 ::loom::thread::park();
             }
         }
-        let removed = self.0.lock().unwrap().remove(w.id).is_some();
+        let removed = self.0.lock().remove(w.id).is_some();
         if removed {
             None // case 2: nobody wrote the cell, nobody will
         } else {

@@ -305,6 +305,9 @@ impl Builder {
             }
         }
         let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
+        // Thieves exist only with two workers or more and a stealing policy
+        // (`WorkerLocal::steal`); otherwise the wake slots are private.
+        let slots_stealable = nworkers >= 2 && self.policy.steals();
         let workers: Box<[WorkerShared]> = deques
             .iter()
             .enumerate()
@@ -312,7 +315,7 @@ impl Builder {
                 index: i,
                 slot: slots[i],
                 stealer: d.stealer(),
-                wake_slot: crate::runtime::wake_slot::WakeSlot::new(),
+                wake_slot: crate::runtime::wake_slot::WakeSlot::new(slots_stealable),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),

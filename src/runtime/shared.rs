@@ -304,20 +304,42 @@ impl Shared {
     /// The caller holds the run permission of `task` (it won the CAS out of
     /// `PARKED`): push it where it will run.
     pub(crate) fn reschedule(self: &Arc<Self>, task: TaskRef) {
+        self.reschedule_from(self.local_worker(), task)
+    }
+
+    /// This thread's worker if it is a worker of *this* runtime, else null
+    /// (one TLS accessor call).
+    #[inline]
+    pub(crate) fn local_worker(&self) -> *const crate::worker::WorkerLocal {
+        let w = tls::worker_ptr();
+        // SAFETY: a non-null WORKER pointer refers to this thread's live
+        // worker (see `local_worker_index`).
+        if !w.is_null() && std::ptr::eq(Arc::as_ptr(unsafe { &(*w).shared }), self) {
+            w
+        } else {
+            std::ptr::null()
+        }
+    }
+
+    /// `reschedule` by a caller that read `local_worker()` itself (a
+    /// wait-queue granter reads it once under the lock, `sync::queue`),
+    /// on this thread and without suspending since.
+    pub(crate) fn reschedule_from(&self, local: *const crate::worker::WorkerLocal, task: TaskRef) {
         if let Some(p) = task.pinned {
             self.workers[p].pinned_inbox.push(task);
             self.notify_worker(p);
             return;
         }
-        if !self.draining.load(Relaxed) {
-            if let Some(me) = self.local_worker_index() {
-                let last = task.last_worker();
+        if !local.is_null() && !self.draining.load(Relaxed) {
+            // SAFETY: `local` is this thread's live worker (caller).
+            let w = unsafe { &*local };
+            let me = w.index;
+            let last = task.last_worker();
+            if last != me {
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
-                // SAFETY: as in `submit`.
-                let w = unsafe { &*tls::worker_ptr() };
-                self.push_local(me, &w.deque, task);
-                return;
             }
+            self.push_local(me, &w.deque, task);
+            return;
         }
         // Not the body: the shutdown drain may be destroying it already
         // (see `Task::last_worker`).

@@ -7,7 +7,15 @@
 //! pointer. Only the owning worker thread [`put`](WakeSlot::put)s; the owner
 //! [`take`](WakeSlot::take)s and thieves [`steal`](WakeSlot::steal) with an
 //! atomic swap, so exactly one party gets each entry, and the entry's run
-//! permission travels with it (`AcqRel` on every swap). Thieves take an
+//! permission travels with it (`AcqRel` on every swap). A slot that no
+//! thief can reach (a runtime with one worker, or a policy that does not
+//! steal: `WorkerLocal::steal` returns at once there, and nothing else
+//! calls `steal` on another worker's slot; fixed when the runtime is built)
+//! is private to its owner, which then puts and takes with plain loads and
+//! stores (issue 15: two locked instructions less per wake-up on one
+//! worker).
+//!
+//! Thieves take an
 //! entry only once it has sat in the slot for a grace period: the
 //! [`generation`](WakeSlot::generation) (bumped by every `put`) lets a thief
 //! tell "the same entry as before" from "a fresh one".
@@ -27,6 +35,10 @@ use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 /// One slot (see the module docs).
 pub(crate) struct WakeSlot<T> {
     ptr: AtomicPtr<T>,
+    /// Some other thread may `steal` (fixed at construction: the runtime
+    /// has two or more workers and a stealing policy). `false`: the owner
+    /// takes with plain loads and stores (module docs).
+    stealable: bool,
     /// Number of `put`s so far (written by the owner only; relaxed).
     gen: AtomicUsize,
     /// When a thief first saw the current entry: the low 32 bits of its
@@ -46,9 +58,12 @@ unsafe impl<T: Send + Sync> Send for WakeSlot<T> {}
 unsafe impl<T: Send + Sync> Sync for WakeSlot<T> {}
 
 impl<T> WakeSlot<T> {
-    pub(crate) fn new() -> WakeSlot<T> {
+    /// `stealable`: whether any thread but the owner will ever call
+    /// [`steal`](WakeSlot::steal) (module docs).
+    pub(crate) fn new(stealable: bool) -> WakeSlot<T> {
         WakeSlot {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
+            stealable,
             gen: AtomicUsize::new(0),
             seen: std::sync::atomic::AtomicU64::new(0),
         }
@@ -59,22 +74,40 @@ impl<T> WakeSlot<T> {
     ///
     /// `SeqCst`, so that a later `SeqCst` read of the idle counters by the
     /// pusher is ordered against a sleeper's announcement (`runtime::idle`).
+    /// A private slot (module docs) is written with a plain store.
     #[inline]
     pub(crate) fn put(&self, t: Arc<T>) -> Option<Arc<T>> {
         self.gen.store(self.gen.load(Relaxed).wrapping_add(1), Relaxed);
-        let p = self.ptr.swap(Arc::into_raw(t) as *mut T, SeqCst);
+        let new = Arc::into_raw(t) as *mut T;
+        let p = if self.stealable {
+            self.ptr.swap(new, SeqCst)
+        } else {
+            // Nobody else touches the pointer: no read-modify-write needed.
+            let p = self.ptr.load(Relaxed);
+            self.ptr.store(new, Relaxed);
+            p
+        };
         // SAFETY: a non-null pointer in the slot came from `Arc::into_raw`
-        // in `put`, and this swap took it out: we own that reference now.
+        // in `put`, and this swap (or, in a private slot, this store) took
+        // it out: we own that reference now.
         (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
     }
 
     /// Owner: take the entry, if any.
     #[inline]
     pub(crate) fn take(&self) -> Option<Arc<T>> {
-        if self.ptr.load(Relaxed).is_null() {
+        let p = self.ptr.load(Relaxed);
+        if p.is_null() {
             return None;
         }
-        self.steal()
+        if self.stealable {
+            return self.steal();
+        }
+        // Nobody else touches the pointer (module docs): the entry is ours.
+        self.ptr.store(std::ptr::null_mut(), Relaxed);
+        // SAFETY: as in `put`: the pointer came from `Arc::into_raw`, and
+        // we just took the only copy out of the slot.
+        Some(unsafe { Arc::from_raw(p) })
     }
 
     /// Anyone: take the entry, if any (thieves call this only after the

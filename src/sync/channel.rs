@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::queue::{Entry, Handoff, HandoffPtr, Inner, Outcome, Reason, WaitQueue};
+use super::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
 use crate::fiber::task::wait_kind;
 
 enum Slot<T> {
@@ -127,7 +127,7 @@ struct Chan<T> {
     no_receivers: AtomicBool,
 }
 
-type Locked<'a, T> = std::sync::MutexGuard<'a, Inner<State<T>, Slot<T>>>;
+type Locked<'a, T> = super::queue::Locked<'a, State<T>, Slot<T>>;
 
 /// The sending half; clone it for more producers.
 ///
@@ -424,11 +424,12 @@ impl<T> Sender<T> {
                 }
                 Err(v) => v,
             };
-            if crate::fiber::current_cannot_suspend() {
+            let me = Me::current();
+            if me.cannot_suspend() {
                 return Err(TrySendError::Disconnected(v));
             }
             q.state.send_waiters += 1;
-            q.push(Slot::Send(v)) // senders do not spin: see SPIN_YIELDS
+            q.push_as(me, Slot::Send(v)) // senders do not spin: see SPIN_YIELDS
         };
         let chan = &*self.chan;
         let out = chan.q.park_or_leave(
@@ -557,13 +558,14 @@ impl<T> Receiver<T> {
                     }
                     return Ok(v);
                 }
-                if q.state.senders == 0 || crate::fiber::current_cannot_suspend() {
+                let me = Me::current();
+                if q.state.senders == 0 || me.cannot_suspend() {
                     return Err(RecvTimeoutError::Disconnected);
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(RecvTimeoutError::Timeout);
                 }
-                if spins < SPIN_YIELDS && q.state.cap != Some(0) && !crate::worker::tls::current_task_ptr().is_null() {
+                if spins < SPIN_YIELDS && q.state.cap != Some(0) && me.is_fiber() {
                     // A fiber: let the (likely) sender run first; a yield
                     // is cheaper than a park + wake-up.
                     spins += 1;
@@ -572,7 +574,7 @@ impl<T> Receiver<T> {
                     continue;
                 }
                 q.state.recv_waiters += 1;
-                q.push(Slot::Recv(cell.ptr()))
+                q.push_as(me, Slot::Recv(cell.ptr()))
             };
             // Unwound (shutdown) after a send granted us: the value is in
             // our cell; pass it to the next waiting receiver, or put it

@@ -38,10 +38,11 @@
 //! # How waiting works
 //!
 //! Every primitive sits on one wait-queue core (`src/sync/queue.rs`, with
-//! its protocol): an internal `std::sync::Mutex` guards the primitive's
-//! state and a FIFO of waiters. That internal lock is held for a few
-//! instructions and **never across a park, a wake-up or user code**, so it
-//! cannot block a worker for long and cannot deadlock with fibers. A waiter
+//! its protocol): an internal lock (a spin lock that yields, then sleeps,
+//! while its holder is preempted: `src/sync/lock.rs`) guards the
+//! primitive's state and a FIFO of waiters. That internal lock is held for
+//! a few instructions and **never across a park, a wake-up or user code**,
+//! so it cannot block a worker for long and cannot deadlock with fibers. A waiter
 //! is granted by being popped from the FIFO (hand-off), then woken; wake-ups
 //! that arrive before the park are kept as a token, so none is lost. The
 //! granter hands over what was waited for *into* the waiter (a channel
@@ -106,6 +107,7 @@ pub mod channel;
 mod condvar;
 pub(crate) mod deadlock;
 mod latch;
+pub(crate) mod lock;
 mod mutex;
 pub mod oneshot;
 pub(crate) mod queue;

@@ -3,11 +3,12 @@
 //! # Protocol
 //!
 //! A primitive keeps its state `S` and a FIFO of waiters together in a
-//! [`WaitQueue<S, P>`], i.e. behind one `std::sync::Mutex`. That lock is an
-//! *internal* lock: it is held only for a few instructions (check the state,
-//! push or pop a waiter) and **never across a park, a wake-up or user
-//! code**, so blocking a worker thread on it is bounded and cannot deadlock
-//! with fibers. Primitives may add a lock-free fast path in front of it
+//! [`WaitQueue<S, P>`], i.e. behind one lock (`super::lock::SpinLock`: its
+//! unlock is a release store; waiters spin, then yield, then sleep). That
+//! lock is an *internal* lock: it is held only for a few instructions
+//! (check the state, push or pop a waiter) and **never across a park, a
+//! wake-up or user code**, so blocking a worker thread on it is bounded and
+//! cannot deadlock with fibers. Primitives may add a lock-free fast path in front of it
 //! (`Mutex` does).
 //!
 //! 1. *Wait.* Under the lock the caller sees it must wait, pushes an
@@ -51,13 +52,16 @@
 
 use std::collections::VecDeque;
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::sync::Arc;
+
+use super::lock::{SpinGuard, SpinLock};
 use std::time::Instant;
 
 use crate::fiber::packet::{park_caller, park_caller_until};
 use crate::fiber::task::{wait_kind, Task, TaskRef};
 use crate::loom::thread::Thread;
 use crate::runtime::shared::Shared;
+use crate::worker::WorkerLocal;
 
 /// The waiter's own handle on its wait: where it reads "granted".
 ///
@@ -80,6 +84,14 @@ struct ThreadFlag {
 }
 
 impl Node {
+    /// The waiting fiber's task; null for a thread's wait.
+    #[inline]
+    fn task(&self) -> *const Task {
+        match &self.kind {
+            NodeKind::Fiber(t) => *t,
+            NodeKind::Thread(_) => std::ptr::null(),
+        }
+    }
     #[inline]
     fn flag(&self) -> &AtomicBool {
         match &self.kind {
@@ -115,7 +127,12 @@ enum WakerKind {
     /// entry is (or was, in the same critical section) queued: the fiber
     /// is then inside its wait, so its task is referenced by whoever holds
     /// its run permission (a worker, a queue, or the parked task itself).
-    Fiber { task: *const Task, shared: SharedRef, run: Option<TaskRef> },
+    ///
+    /// `local`: the granter's worker, read by `signal` (one TLS accessor
+    /// call) when it is a worker of the waiter's runtime, else null; `wake`
+    /// pushes through it without reading TLS again (same thread, no
+    /// suspension in between: `Waker::wake`).
+    Fiber { task: *const Task, shared: SharedRef, run: Option<TaskRef>, local: *const WorkerLocal },
     /// A copy for a wake-up without a grant (`Inner::nodes`): the waiter
     /// may leave before it is woken, so this one holds a counted reference.
     FiberRef { task: TaskRef, shared: SharedRef },
@@ -170,7 +187,14 @@ impl SharedRef {
     /// this thread is one of its workers.
     #[inline]
     fn own_unless_local(&mut self) {
-        if !self.owned && crate::fiber::current_shared_ptr() != Arc::as_ptr(&self.arc) {
+        if crate::fiber::current_shared_ptr() != Arc::as_ptr(&self.arc) {
+            self.own();
+        }
+    }
+    /// Under the queue lock: keep the runtime alive past the unlock.
+    #[inline]
+    fn own(&mut self) {
+        if !self.owned {
             // SAFETY: under the queue lock with the entry still ours to
             // grant: the runtime is alive (type docs), so a count may be
             // added; `owned` makes our drop release it.
@@ -212,8 +236,11 @@ impl Waker {
     /// of `PARKED` here would never be pushed.
     pub(crate) fn signal(&mut self) {
         match &mut self.kind {
-            WakerKind::Fiber { task, shared, run } => {
-                shared.own_unless_local();
+            WakerKind::Fiber { task, shared, run, local } => {
+                *local = shared.arc.local_worker();
+                if local.is_null() {
+                    shared.own();
+                }
                 // SAFETY: under the queue lock, on an entry just popped
                 // (the variant's docs): the task is alive.
                 let t = unsafe { &**task };
@@ -234,10 +261,11 @@ impl Waker {
     #[inline]
     pub(crate) fn wake(self) {
         match self.kind {
-            // `shared` is counted, or this thread is one of its workers.
-            WakerKind::Fiber { run, shared, .. } => {
+            // `shared` is counted, or this thread is one of its workers
+            // (`local`, read by `signal` on this thread).
+            WakerKind::Fiber { run, shared, local, .. } => {
                 if let Some(task) = run {
-                    shared.arc.reschedule(task);
+                    shared.arc.reschedule_from(local, task);
                 }
             }
             WakerKind::FiberRef { task, shared } => shared.arc.wake(task),
@@ -269,18 +297,53 @@ impl Waker {
     }
 }
 
+/// The caller, read from TLS once per wait (one accessor call for the
+/// running task and its worker): what `Inner::push_as` queues, and what a
+/// primitive checks before queueing (`cannot_suspend`). Use it under the
+/// lock it was read for, without suspending since.
+#[derive(Clone, Copy)]
+pub(crate) struct Me {
+    /// The running fiber's task, or null (a plain thread).
+    task: *const Task,
+    /// Its worker's runtime; null off a worker.
+    shared: *const Shared,
+}
+
+impl Me {
+    #[inline]
+    pub(crate) fn current() -> Me {
+        let (w, task) = crate::worker::tls::worker_and_task();
+        // SAFETY: a non-null WORKER points to this thread's live worker.
+        let shared = if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } };
+        Me { task, shared }
+    }
+    /// The caller is a fiber (`tls::current_task_ptr` is not null).
+    #[inline]
+    pub(crate) fn is_fiber(&self) -> bool {
+        !self.task.is_null()
+    }
+    /// `fiber::current_cannot_suspend` for this caller.
+    #[inline]
+    pub(crate) fn cannot_suspend(&self) -> bool {
+        // SAFETY: the running fiber's own task, alive while it runs.
+        !self.task.is_null() && crate::fiber::cannot_suspend(unsafe { &*self.task })
+    }
+}
+
 /// The caller as a waiter: its own handle and the entry's. The flag is
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
-fn new_waiter() -> (Node, Waker) {
-    if let Some((task, shared)) = crate::fiber::current_task_and_shared_ptrs() {
+#[inline]
+fn new_waiter(me: Me) -> (Node, Waker) {
+    if !me.task.is_null() && !me.shared.is_null() {
+        let task = me.task;
         // SAFETY: the running fiber's own task, alive while it runs.
         unsafe { (*task).wait_signalled.store(false, Relaxed) };
         let node = Node { kind: NodeKind::Fiber(task) };
         // SAFETY: `shared` is this worker's live `Arc<Shared>`'s pointer,
         // and the entry follows `SharedRef`'s rules.
-        let shared = unsafe { SharedRef::borrowed(shared) };
-        (node, Waker { kind: WakerKind::Fiber { task, shared, run: None } })
+        let shared = unsafe { SharedRef::borrowed(me.shared) };
+        (node, Waker { kind: WakerKind::Fiber { task, shared, run: None, local: std::ptr::null() } })
     } else {
         let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: crate::loom::thread::current() });
         (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
@@ -319,9 +382,14 @@ impl<S, P> Inner<S, P> {
     }
     /// Queue the caller; returns what `park` needs.
     pub(crate) fn push(&mut self, payload: P) -> (u64, Node) {
+        self.push_as(Me::current(), payload)
+    }
+    /// `push` for a caller that read `me` under this lock already.
+    #[inline]
+    pub(crate) fn push_as(&mut self, me: Me, payload: P) -> (u64, Node) {
         let id = self.next_id;
         self.next_id += 1;
-        let (node, waker) = new_waiter();
+        let (node, waker) = new_waiter(me);
         self.waiters.push_back(Slot { id, entry: Some(Entry { node: waker, payload }) });
         self.live += 1;
         (id, node)
@@ -360,8 +428,15 @@ impl<S, P> Inner<S, P> {
         f: impl Fn(&P) -> bool,
         fill: impl FnOnce(&mut P),
     ) -> Option<Entry<P>> {
-        let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
-        let mut e = self.waiters[i].entry.take()?;
+        // The front is live (`clean_front` keeps it so) and usually the
+        // one wanted: pop it without a search and a tombstone.
+        let front = self.waiters.front()?.entry.as_ref().is_some_and(|e| f(&e.payload));
+        let mut e = if front {
+            self.waiters.pop_front()?.entry?
+        } else {
+            let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
+            self.waiters[i].entry.take()?
+        };
         self.live -= 1;
         self.clean_front();
         fill(&mut e.payload);
@@ -505,18 +580,22 @@ impl Reason {
 
 /// A `WaitQueue` with its state.
 pub(crate) struct WaitQueue<S, P = ()> {
-    inner: StdMutex<Inner<S, P>>,
+    inner: SpinLock<Inner<S, P>>,
 }
+
+/// The locked state and waiters of a [`WaitQueue`].
+pub(crate) type Locked<'a, S, P> = SpinGuard<'a, Inner<S, P>>;
 
 impl<S, P> WaitQueue<S, P> {
     pub(crate) const fn new(state: S) -> Self {
-        WaitQueue { inner: StdMutex::new(Inner::new(state)) }
+        WaitQueue { inner: SpinLock::new(Inner::new(state)) }
     }
 
-    /// Take the internal lock (never held across a park or user code, so
-    /// it cannot be poisoned by user panics; recover anyway).
-    pub(crate) fn lock(&self) -> StdGuard<'_, Inner<S, P>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Take the internal lock (never held across a park or user code;
+    /// no poisoning: `super::lock`).
+    #[inline]
+    pub(crate) fn lock(&self) -> Locked<'_, S, P> {
+        self.inner.lock()
     }
 
     /// Step 3/4 of the protocol: wait until entry `id` is granted, the
@@ -569,16 +648,36 @@ impl<S, P> WaitQueue<S, P> {
             }
         }
         let mut guard = Unwind { q: self, id, on_removed: &on_removed, on_granted: Some(on_granted_unwind) };
-        crate::fiber::set_wait_reason(reason.kind, reason.obj);
+        // A fiber's node names its own task (the same on every thread): no
+        // TLS look-up per step of the wait. A thread's node goes through
+        // the accessors (a thread may still run a fiber being destroyed
+        // outside any worker: the shutdown drain).
+        let t = node.task();
+        let set_reason = |kind: u8, obj: u64| {
+            if t.is_null() {
+                crate::fiber::set_wait_reason(kind, obj);
+            } else {
+                // SAFETY: the waiting fiber's own task, alive while it runs.
+                crate::fiber::set_task_wait_reason(unsafe { &*t }, kind, obj);
+            }
+        };
+        set_reason(reason.kind, reason.obj);
         let leave = loop {
             if node.is_signalled() {
                 break None;
             }
-            if crate::fiber::current_cannot_suspend() || leave_if() {
+            let cannot_suspend = if t.is_null() {
+                crate::fiber::current_cannot_suspend()
+            } else {
+                // SAFETY: as above.
+                crate::fiber::cannot_suspend(unsafe { &*t })
+            };
+            if cannot_suspend || leave_if() {
                 break Some(false);
             }
             match deadline {
-                None => park_caller(),
+                None if t.is_null() => park_caller(),
+                None => crate::fiber::park_task(t),
                 Some(d) => {
                     if Instant::now() >= d {
                         break Some(true);
@@ -587,7 +686,7 @@ impl<S, P> WaitQueue<S, P> {
                 }
             }
         };
-        crate::fiber::set_wait_reason(wait_kind::NONE, 0);
+        set_reason(wait_kind::NONE, 0);
         guard.on_granted = None; // normal exit: disarm
         let Some(timed_out) = leave else { return Outcome::Signalled };
         let mut inner = self.lock();
