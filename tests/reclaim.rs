@@ -84,6 +84,39 @@ fn join_runs_the_unstarted_child_on_the_parents_worker() {
     assert_eq!((s.workers[0].reclaimed, s.workers[1].reclaimed), (1, 0), "{s:?}");
 }
 
+/// A reclaimed child reclaims its own child in turn: both parents wait on
+/// their worker (innermost resumed first) and nothing is lost (inside
+/// `block_on`, a lost fiber is a deadlock report rather than a hang).
+#[test]
+fn nested_reclaims_resume_every_parent() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let (outer, inner) = rt.block_on(|| {
+        let parent = fiber::Builder::new()
+            .worker(0)
+            .spawn(|| {
+                let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+                let child = fiber::spawn(|| {
+                    let local2 = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+                    let grandchild = fiber::spawn(whoami);
+                    let g = fiber::await_fiber(grandchild);
+                    fiber::await_fiber(local2);
+                    (whoami().0, g.0)
+                });
+                let r = fiber::await_fiber(child);
+                fiber::await_fiber(local);
+                r
+            })
+            .unwrap();
+        fiber::await_fiber(parent)
+    });
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!((outer, inner), (0, 0));
+    assert_eq!(rt.stats().workers[0].reclaimed, 2);
+}
+
 #[test]
 fn scope_end_runs_unstarted_children_too() {
     let rt = rt(PolicyOptions::default());

@@ -413,9 +413,10 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// The running fiber joins `task` (not finished yet). If it spawned the
 /// child, the child has not started, and placement sent it to another
 /// worker of this node (`Task::reclaim_by`), run it now on this worker:
-/// queue a second entry for it in `run_next` and hand off, so the child
-/// runs next here and this fiber waits on the deque, stealable (protocol:
-/// `task` module docs, "Reclaim"). Returns when this fiber runs again:
+/// queue a second entry for it in `run_next` and suspend with
+/// `Suspend::Reclaim`, so the child runs next here and this fiber resumes
+/// right after it, on this worker (protocol: `task` module docs,
+/// "Reclaim"). Returns when this fiber runs again:
 /// usually after the child finished; the caller then waits as usual
 /// (the child may have parked, or another worker may have started it
 /// first, and then our entry is surplus).
@@ -454,7 +455,7 @@ fn reclaim_slow(task: &TaskRef) {
     Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
     shared.sched.fiber_entered_node(shared.node_of(w.index));
     w.set_run_next(task.clone());
-    suspend_task(t, Suspend::Handoff);
+    suspend_task(t, Suspend::Reclaim);
 }
 
 fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
@@ -506,8 +507,8 @@ impl<T> JoinHandle<T> {
     /// the child to another worker of the caller's NUMA node and that
     /// worker has not got to it, the child starts at once on the caller's
     /// worker, before anything else queued there, and the caller continues
-    /// after the child finishes or suspends (meanwhile the caller waits in
-    /// its worker's deque, where a thief may take it). It is the same
+    /// on the same worker right after the child finishes or first suspends
+    /// (if it suspended, the caller then waits for it as usual). It is the same
     /// fiber: its id, name, stack size and result are the ones of the
     /// handle, and [`WorkerStats::reclaimed`](crate::runtime::WorkerStats::reclaimed)
     /// counts these joins. Without it a recursive tree of `spawn` + `join`

@@ -46,8 +46,11 @@
 //! child, when placement sent the child to *another* worker of the
 //! spawner's NUMA node and it is still `FRESH` (nobody has run it), pushes
 //! a **second entry** for the same task into its own worker's `run_next`
-//! slot and hands off (`Suspend::Handoff`: the parent goes to the deque,
-//! stealable, as after a work-first spawn). It takes no permission itself
+//! slot and suspends with `Suspend::Reclaim`: the worker keeps the parent
+//! `RUNNING` on its private `resume_after` stack (a yielded fiber's state:
+//! nobody else can reach it, a waker only sets `NOTIFIED`), runs the child
+//! next and resumes the parent right after the child's first suspension or
+//! its end, before anything else. It takes no permission itself
 //! and touches no body: the two entries race for the one `QUEUED -> RUNNING`
 //! CAS of step 2 like any two poppers, and the loser's entry is surplus. The
 //! invariant the protocol needs is only "the permission is held by the
@@ -84,6 +87,11 @@ pub(crate) enum Suspend {
     /// Work-first spawn: run the child the fiber left in the worker's
     /// `run_next` slot now, and leave this fiber stealable on the deque.
     Handoff,
+    /// Reclaim (module docs): run the child the fiber left in `run_next`
+    /// now, then resume this fiber on the same worker. The fiber stays
+    /// `RUNNING` on the worker's private `resume_after` stack meanwhile
+    /// (like the yield queue: only that worker can reach it).
+    Reclaim,
 }
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
@@ -383,6 +391,7 @@ impl Task {
 
     /// The fiber consumes a pending wake-up token, if any (called by the
     /// fiber itself while running).
+    #[inline]
     pub(crate) fn take_token(&self) -> bool {
         if self.state.load(Acquire) & NOTIFIED != 0 {
             self.state.fetch_and(!NOTIFIED, AcqRel);
@@ -395,6 +404,7 @@ impl Task {
     /// Wake the task. Returns `true` when the caller gained the run
     /// permission and must push the task to a queue; it then also owns the
     /// parked task's reference to itself (step 5).
+    #[inline]
     pub(crate) fn transition_to_notified(&self) -> bool {
         let mut s = self.state.load(Acquire);
         loop {

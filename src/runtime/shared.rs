@@ -324,6 +324,7 @@ impl Shared {
     /// `reschedule` by a caller that read `local_worker()` itself (a
     /// wait-queue granter reads it once under the lock, `sync::queue`),
     /// on this thread and without suspending since.
+    #[inline]
     pub(crate) fn reschedule_from(&self, local: *const crate::worker::WorkerLocal, task: TaskRef) {
         if let Some(p) = task.pinned {
             self.workers[p].pinned_inbox.push(task);

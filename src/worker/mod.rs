@@ -141,6 +141,10 @@ pub(crate) struct WorkerLocal {
     busy: Cell<bool>,
     /// A work-first child to run before anything else.
     run_next: RefCell<Option<TaskRef>>,
+    /// Parents that reclaimed their child (`Suspend::Reclaim`), innermost
+    /// last: still `RUNNING`, each resumed right after its child suspends
+    /// or finishes (a reclaimed child may reclaim its own child in turn).
+    resume_after: RefCell<Vec<TaskRef>>,
     /// Loop iterations until the next non-blocking reactor poll.
     io_tick: Cell<u32>,
     /// Fibers the reactor made ready while this worker drove it.
@@ -187,6 +191,7 @@ impl WorkerLocal {
             tick: Cell::new(0),
             busy: Cell::new(false),
             run_next: RefCell::new(None),
+            resume_after: RefCell::new(Vec::new()),
             io_tick: Cell::new(0),
             io_ready: RefCell::new(Vec::new()),
             yield_streak: Cell::new(0),
@@ -308,6 +313,9 @@ impl WorkerLocal {
     fn next_local(&self) -> Option<Next> {
         if let Some(t) = self.run_next.borrow_mut().take() {
             return Some(Next::Queued(Runnable::Task(t)));
+        }
+        if let Some(t) = self.resume_after.borrow_mut().pop() {
+            return Some(Next::Owned(t));
         }
         if self.starved_len.get() != 0 && budget::has_room() {
             // A stack slot is free again: the fibers waiting longest first.
@@ -710,6 +718,12 @@ impl WorkerLocal {
                     }
                     return;
                 }
+                CoroutineResult::Yield(Suspend::Reclaim) => {
+                    // Stays RUNNING, private to this worker (see
+                    // `next_local`): the child in `run_next` runs first.
+                    self.resume_after.borrow_mut().push(task);
+                    return;
+                }
                 CoroutineResult::Yield(Suspend::Park) => {
                     self.end_yield_streak();
                     // SAFETY: still our permission; the fiber is suspended.
@@ -766,6 +780,7 @@ impl WorkerLocal {
         let me = self.me();
         let io_tick = self.io_tick.get() + 1;
         if io_tick >= crate::reactor::BUSY_POLL_TICKS
+            || self.has_resume_after()
             || self.timer_count.get() != 0
             || self.starved_len.get() != 0
             || me.wake_slot.is_occupied()
@@ -779,6 +794,12 @@ impl WorkerLocal {
         }
         self.io_tick.set(io_tick);
         Some(self.yielded.rotate(task))
+    }
+
+    /// A reclaiming parent waits in `resume_after`.
+    #[inline]
+    fn has_resume_after(&self) -> bool {
+        !self.resume_after.borrow().is_empty()
     }
 
     /// Every `BUSY_POLL_TICKS` iterations, poll the reactor without
@@ -875,6 +896,7 @@ impl WorkerLocal {
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
             || !self.yielded.is_empty()
+            || self.has_resume_after()
             || (self.starved_len.get() != 0 && budget::has_room())
         {
             return true;
@@ -901,6 +923,11 @@ impl WorkerLocal {
             me.inbox.push(Runnable::Task(t));
         }
         if let Some(t) = self.run_next.borrow_mut().take() {
+            me.inbox.push(Runnable::Task(t));
+        }
+        let waiting = std::mem::take(&mut *self.resume_after.borrow_mut());
+        for t in waiting {
+            t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
         }
         if let Some(t) = me.wake_slot.take() {
