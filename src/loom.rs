@@ -31,9 +31,9 @@ pub(crate) mod sync {
 
 pub(crate) mod thread {
     #[cfg(loom)]
-    pub(crate) use ::loom::thread::{current, park, Thread};
+    pub(crate) use ::loom::thread::{current, park, yield_now, Thread};
     #[cfg(not(loom))]
-    pub(crate) use std::thread::{current, park, Thread};
+    pub(crate) use std::thread::{current, park, yield_now, Thread};
 }
 
 pub(crate) mod cell {

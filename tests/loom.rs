@@ -11,9 +11,13 @@
 //!   `notify_idle`, `claim`, `wake_all`, the search counter): the whole
 //!   sleeper/waker handshake of `Worker::park_idle` and `Shared::notify_*`;
 //! * `fiber::task::Task`'s state machine (`transition_to_*`, `take_token`);
-//! * `fiber::packet::{Packet, Main}` (`complete`, `wait`,
-//!   `try_take_or_register`, the cancel-on-drop of an unrun fiber), with
-//!   loom's `Mutex`, atomics and `thread::park/unpark`;
+//! * `fiber::packet::{Packet, Main}`, the lock-free join packet
+//!   (`complete_unique` through `Main`, the latches' `complete`, `wait`,
+//!   `try_take_or_register`, `register_owner`/`clear_waiter`, the slow
+//!   path of scopes through the real `fiber::wait_child`, the
+//!   cancel-on-drop of an unrun fiber), with loom's atomics, cells (every
+//!   access to the result and waiter cells is race-checked), `Mutex` and
+//!   `thread::park/unpark`;
 //! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
 //!   `Latch::set/wait`);
 //! * the channel's hand-off into a waiting receiver's cell
@@ -492,8 +496,7 @@ fn remote_wake_of_parked_fiber() {
 #[test]
 fn join_vs_complete() {
     check("join_vs_complete", None, || {
-        let p = JoinPacket::new();
-        let body = p.body(|| 7u32);
+        let (p, body) = JoinPacket::fiber(|| 7u32);
         let t = thread::spawn(move || body.run());
         assert_eq!(p.wait().unwrap(), 7);
         assert!(p.is_done());
@@ -506,12 +509,88 @@ fn join_vs_complete() {
 #[test]
 fn join_vs_cancel() {
     check("join_vs_cancel", None, || {
-        let p = JoinPacket::<u32>::new();
-        let body = p.body(|| 7u32);
+        let (p, body) = JoinPacket::fiber(|| 7u32);
         let t = thread::spawn(move || drop(body));
         let e = p.wait().unwrap_err();
         assert!(e.is_cancelled(), "{e}");
         t.join().unwrap();
+    });
+}
+
+/// `when_any`'s loser path and `JoinHandle`'s drop against completion:
+/// the owner registers its inline waiter, then withdraws it
+/// (`clear_waiter`) while the fiber completes. Either the withdrawal wins
+/// (the completer never reads the slot) or the completer does and the
+/// owner waits for `WOKEN`; loom reports a race on the slot cell if the
+/// owner's write after the withdrawal could meet the completer's read.
+/// The result is there afterwards either way.
+#[test]
+fn join_register_vs_clear() {
+    check("join_register_vs_clear", None, || {
+        let (p, body) = JoinPacket::fiber(|| 7u32);
+        let t = thread::spawn(move || body.run());
+        let done_early = p.register_owner();
+        p.clear_waiter();
+        t.join().unwrap();
+        assert!(p.is_done());
+        assert_eq!(p.try_take().expect("done").unwrap(), 7, "registered after done: {done_early}");
+    });
+}
+
+/// `block_on`'s root join (`join_watching`): `try_take_or_register` in a
+/// loop with a park in between, against the fiber completing.
+#[test]
+fn join_watching_vs_complete() {
+    check("join_watching_vs_complete", None, || {
+        let (p, body) = JoinPacket::fiber(|| 5u32);
+        let t = thread::spawn(move || body.run());
+        let v = loop {
+            if let Some(r) = p.try_take_or_register() {
+                break r.unwrap();
+            }
+            thread::park();
+        };
+        assert_eq!(v, 5);
+        t.join().unwrap();
+    });
+}
+
+/// Three parties on one packet: the fiber completes it, its owner joins
+/// (inline waiter, `Packet::wait`) and a scope waits for it through the
+/// locked slow path (the real `fiber::wait_child`:
+/// `Completion::register_current` and park). Both waiters return, the
+/// owner with the value, and the panic check sees it taken.
+#[test]
+fn scope_wait_vs_join() {
+    check("scope_wait_vs_join", Some(3), || {
+        let (p, body) = JoinPacket::fiber(|| 9u32);
+        let scope = p.clone();
+        let t = thread::spawn(move || body.run());
+        let s = thread::spawn(move || {
+            scope.wait_as_scope();
+            assert!(scope.is_done());
+        });
+        assert_eq!(p.wait().unwrap(), 9);
+        s.join().unwrap();
+        t.join().unwrap();
+        assert!(!p.unjoined_panic());
+    });
+}
+
+/// A graph latch opened by two parties at once (`Packet::complete`, the
+/// `CLAIMED` bit) while its one waiter waits: exactly one value lands and
+/// the waiter gets it.
+#[test]
+fn latch_double_open() {
+    check("latch_double_open", None, || {
+        let p = JoinPacket::new();
+        let (a, b) = (p.clone(), p.clone());
+        let t1 = thread::spawn(move || a.complete(1u32));
+        let t2 = thread::spawn(move || b.complete(2u32));
+        let v = p.wait().unwrap();
+        assert!(v == 1 || v == 2, "{v}");
+        t1.join().unwrap();
+        t2.join().unwrap();
     });
 }
 

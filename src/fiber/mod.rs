@@ -80,7 +80,7 @@ pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN
 use crate::runtime::shared::{Counters, Shared};
 use crate::worker::tls;
 use job::OwnedJob;
-use packet::{park_caller, Completion, FiberMain, Main, Packet};
+use packet::{park_caller, Completion};
 use task::{Suspend, Task, TaskRef};
 
 // ---------------------------------------------------------------------------
@@ -367,11 +367,10 @@ where
     if !placed_by_policy {
         shared.sched.record_placement(target);
     }
-    let packet = Packet::<T>::new();
-    let main: Box<dyn FiberMain + 'a> = Box::new(Main { f: Some(f), packet: packet.clone() });
-    // SAFETY: lifetime erasure only; the caller's contract keeps every
-    // borrow of `f` alive until the fiber is finished or destroyed.
-    let main: Box<dyn FiberMain + 'static> = unsafe { std::mem::transmute(main) };
+    // The closure and the packet in one allocation (issue 15).
+    // SAFETY: the caller's contract keeps every borrow of `f` alive until
+    // the fiber is finished or destroyed.
+    let (main, packet) = unsafe { packet::new_main(f) };
     // Reclaim (`task` module docs): the spawning fiber may run this child
     // itself when it joins it unstarted, if placement sent it to another
     // worker of this node with a stealing policy (the thesis' node choice
@@ -478,9 +477,18 @@ fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
 ///
 /// Dropping it detaches the fiber: it keeps running.
 pub struct JoinHandle<T> {
-    packet: Arc<Packet<T>>,
+    packet: packet::PacketRef<T>,
     task: TaskRef,
     _p: PhantomData<T>,
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // A handle never leaves its waiter behind (`when_any` unwinding,
+        // an abandoned `join_watching`): `fiber::packet`'s protocol.
+        // SAFETY: the handle is its packet's one owner.
+        unsafe { self.packet.clear_waiter() };
+    }
 }
 
 impl<T> std::fmt::Debug for JoinHandle<T> {
@@ -523,12 +531,14 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(err.panic_message(), Some("boom"));
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
+        // SAFETY (both waits): a `JoinHandle` is its packet's one owner
+        // (not `Clone`; `join` consumes it).
         if self.packet.is_done() {
-            return self.packet.wait();
+            return unsafe { self.packet.wait() };
         }
         reclaim(&self.task);
         set_wait_reason(task::wait_kind::JOIN, self.task.id);
-        let r = self.packet.wait();
+        let r = unsafe { self.packet.wait() };
         set_wait_reason(task::wait_kind::NONE, 0);
         r
     }
@@ -556,8 +566,8 @@ impl<T> JoinHandle<T> {
         let _root = crate::sync::deadlock::BlockOnRoot::register(&self.task);
         let guard = Guard { h: &self, shared };
         loop {
-            let mut w = Some(packet::Waiter::current());
-            if let Some(r) = self.packet.try_take_or_register(&mut w) {
+            // SAFETY: the handle (consumed) is the packet's owner.
+            if let Some(r) = unsafe { self.packet.try_take_or_register() } {
                 std::mem::forget(guard);
                 return r;
             }
@@ -848,7 +858,7 @@ fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
 
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
-fn wait_child(task: &TaskRef, packet: &dyn Completion) {
+pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     if packet.is_done() {
         return;
     }
@@ -997,10 +1007,11 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
     assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
     loop {
         for (i, h) in handles.iter().enumerate() {
-            if h.packet.is_done() {
-                let r = h.packet.try_take_or_register(&mut None).expect("done packets hold a result");
+            // SAFETY (the packet calls of this loop): `when_any` owns the
+            // handles, so it is each packet's owner; it takes one result.
+            if let Some(r) = unsafe { h.packet.try_take() } {
                 for h in &handles {
-                    h.packet.clear_waiter();
+                    unsafe { h.packet.clear_waiter() };
                 }
                 return match r {
                     Ok(v) => (i, v),
@@ -1010,7 +1021,8 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
         }
         let mut any_done = false;
         for h in &handles {
-            any_done |= Completion::register_current(&*h.packet);
+            // SAFETY: as above.
+            any_done |= unsafe { h.packet.register_owner() };
         }
         if !any_done {
             set_wait_reason(task::wait_kind::JOIN_ANY, handles[0].task.id);
@@ -1224,6 +1236,19 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let p = current_shared_ptr();
+        if !p.is_null() {
+            // On a worker thread: borrow its runtime instead of counting a
+            // reference per spawn (issue 15). The `Shared` outlives this
+            // call even if the spawn suspends (work-first): it outlives
+            // every fiber of its runtime (`sync::queue`'s `SharedRef`
+            // docs), and off a fiber nothing suspends while the worker,
+            // which holds an `Arc`, runs this thread.
+            // SAFETY: `p` is `Arc::as_ptr` of that live `Arc<Shared>`;
+            // `ManuallyDrop` leaves its count alone.
+            let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+            return spawn_on(&shared, f, self.spawn_opts());
+        }
         let shared = shared_or_no_runtime()?;
         spawn_on(&shared, f, self.spawn_opts())
     }
@@ -1286,11 +1311,10 @@ impl<'scope> Scope<'scope, '_> {
         // SAFETY: `scope` waits for (or destroys) every child before it
         // returns or unwinds, so borrows of 'scope outlive the fiber.
         let h = unsafe { spawn_unchecked(&self.shared, f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
-        let c: Arc<dyn Completion + Send + Sync + 'scope> = h.packet.clone();
-        // SAFETY: lifetime erasure only. `scope` drops every entry of
-        // `children` before it returns, i.e. while 'scope is still alive,
-        // and the packets are only used there to wait for completion.
-        let c: Arc<dyn Completion + Send + Sync> = unsafe { std::mem::transmute(c) };
+        // Lifetime-erased already (`packet::new_main`): `scope` drops
+        // every entry of `children` before it returns, i.e. while 'scope
+        // is still alive, and only waits for completion through them.
+        let c = h.packet.completion();
         self.children.lock().unwrap_or_else(|e| e.into_inner()).push((h.task.clone(), c));
         ScopedJoinHandle { inner: h, _scope: PhantomData }
     }

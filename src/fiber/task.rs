@@ -96,7 +96,7 @@ pub(crate) enum Suspend {
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
-pub(crate) type Entry = Box<dyn crate::fiber::packet::FiberMain + 'static>;
+pub(crate) use crate::fiber::packet::Entry;
 pub(crate) type TaskRef = Arc<Task>;
 
 /// Lifecycle values (low two bits of `state`).
@@ -267,9 +267,9 @@ impl Task {
         name: Option<Arc<str>>,
         stack_size: usize,
         pinned: Option<usize>,
-        entry: Entry,
+        entry: impl Into<Entry>,
     ) -> TaskRef {
-        Task::new_placed(id, name, stack_size, pinned, pinned.unwrap_or(0), 0, entry)
+        Task::new_placed(id, name, stack_size, pinned, pinned.unwrap_or(0), 0, entry.into())
     }
 
     /// A task placed on worker `placed`, reclaimable by fiber `reclaim_by`

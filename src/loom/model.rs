@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::JoinError;
 use crate::fiber::job::{JobRef, OwnedJob, StackJob};
-use crate::fiber::packet::{FiberMain, Main, Packet};
+use crate::fiber::packet::{new_main, Entry, FiberMain, Packet, PacketRef};
 use crate::fiber::task::{Task, TaskRef};
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
 
@@ -153,8 +153,15 @@ impl FiberState {
 
 // ----- join packet -----
 
-/// A fiber's join state: `fiber::packet::Packet`.
-pub struct JoinPacket<T>(Arc<Packet<T>>);
+/// A fiber's join state: `fiber::packet::Packet`, either inside a spawned
+/// fiber's `MainPacket` ([`JoinPacket::fiber`]) or on its own, as a graph
+/// latch ([`JoinPacket::new`]).
+pub struct JoinPacket<T>(Arc<Kind<T>>);
+
+enum Kind<T> {
+    Latch(Arc<Packet<T>>),
+    Fiber(PacketRef<T>),
+}
 
 impl<T> Clone for JoinPacket<T> {
     fn clone(&self) -> Self {
@@ -163,27 +170,83 @@ impl<T> Clone for JoinPacket<T> {
 }
 
 impl<T: Send + 'static> JoinPacket<T> {
+    /// A latch: opened with [`JoinPacket::complete`].
     pub fn new() -> JoinPacket<T> {
-        JoinPacket(Packet::new())
+        JoinPacket(Arc::new(Kind::Latch(Packet::new())))
+    }
+    /// A spawned fiber's packet and its main function around `f`
+    /// (`fiber::packet::new_main`, as `spawn` makes them): run the body
+    /// with [`FiberBody::run`], or drop it unrun (shutdown: the joiner
+    /// gets `JoinError::cancelled`).
+    pub fn fiber(f: impl FnOnce() -> T + Send + 'static) -> (JoinPacket<T>, FiberBody) {
+        // SAFETY: `f` is `'static`: nothing it borrows can go away.
+        let (entry, r) = unsafe { new_main(f) };
+        (JoinPacket(Arc::new(Kind::Fiber(r))), FiberBody(entry))
+    }
+    fn p(&self) -> &Packet<T> {
+        match &*self.0 {
+            Kind::Latch(p) => p,
+            Kind::Fiber(r) => r,
+        }
     }
     /// `JoinHandle::join` from a plain thread: blocks (loom park).
     pub fn wait(&self) -> Result<T, JoinError> {
-        self.0.wait()
+        // SAFETY: the models call the owner operations from one thread.
+        unsafe { self.p().wait() }
     }
     pub fn is_done(&self) -> bool {
-        self.0.is_done()
+        self.p().is_done()
     }
-    /// The fiber's main function (`fiber::packet::Main`) around `f`: run it
-    /// with [`FiberBody::run`], or drop it unrun (shutdown: the joiner gets
-    /// `JoinError::cancelled`).
-    pub fn body(&self, f: impl FnOnce() -> T + Send + 'static) -> FiberBody {
-        let f: Box<dyn FnOnce() -> T + Send> = Box::new(f);
-        FiberBody(Box::new(Main { f: Some(f), packet: self.0.clone() }))
+    /// `when_any`'s owner side for one handle: register the caller as the
+    /// inline waiter unless done (returns done).
+    pub fn register_owner(&self) -> bool {
+        // SAFETY: the models call the owner operations from one thread.
+        unsafe { self.p().register_owner() }
+    }
+    /// `when_any` for a loser (and `JoinHandle`'s drop): withdraw the
+    /// inline waiter, or wait until the completer is done with it.
+    pub fn clear_waiter(&self) {
+        // SAFETY: as in `register_owner`.
+        unsafe { self.p().clear_waiter() }
+    }
+    /// `join_watching`'s step: take the result or register.
+    pub fn try_take_or_register(&self) -> Option<Result<T, JoinError>> {
+        // SAFETY: as in `register_owner`.
+        unsafe { self.p().try_take_or_register() }
+    }
+    /// The owner takes a done packet's result.
+    pub fn try_take(&self) -> Option<Result<T, JoinError>> {
+        // SAFETY: as in `register_owner`.
+        unsafe { self.p().try_take() }
+    }
+    /// A latch opened by one of several parties (`Packet::complete`).
+    ///
+    /// # Panics
+    /// On a fiber's packet (its one completer is its body).
+    pub fn complete(&self, v: T) {
+        match &*self.0 {
+            Kind::Latch(p) => p.complete(Ok(v)),
+            Kind::Fiber(_) => panic!("a fiber's packet has one completer, its body"),
+        }
+    }
+    /// A scope's wait for a child whose handle is elsewhere: the real
+    /// `fiber::wait_child` on the scope's view of the packet
+    /// (`PacketRef::completion`: slow path, `register_current`).
+    pub fn wait_as_scope(&self) {
+        let task = Task::new(2, None, 0, None, Box::new(NopMain));
+        match &*self.0 {
+            Kind::Latch(p) => crate::fiber::wait_child(&task, &**p),
+            Kind::Fiber(r) => crate::fiber::wait_child(&task, &*r.completion()),
+        }
+    }
+    /// The child panicked and its panic was not taken (`scope`'s check).
+    pub fn unjoined_panic(&self) -> bool {
+        crate::fiber::packet::Completion::unjoined_panic(self.p())
     }
 }
 
-/// A fiber's type-erased main function.
-pub struct FiberBody(Box<dyn FiberMain>);
+/// A fiber's type-erased main function (its task entry).
+pub struct FiberBody(Entry);
 
 impl FiberBody {
     pub fn run(self) {
