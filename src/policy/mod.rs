@@ -856,6 +856,7 @@ impl Scheduler {
     /// spawner's shard with a plain load and store (no locked instruction).
     /// The runtime's spawn path; a caller on another thread than the
     /// spawner's could only lose counts of that shard, never memory.
+    #[inline]
     pub(crate) fn place_on_spawner_thread(&self, spawner: Option<usize>, probe: &dyn LoadProbe) -> usize {
         self.place_counted(spawner, probe, true)
     }

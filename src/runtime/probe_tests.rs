@@ -38,9 +38,8 @@ fn estimate_tracks_a_busy_workers_own_pushes_within_the_slack() {
     assert!(shared.workers.iter().all(|w| w.published_len.enabled()));
     let checked = rt.block_on(move || {
         let w = tls::worker_ptr();
-        // SAFETY: a fiber runs on a live worker of this runtime; the
-        // reference is not used across a suspension.
-        let (me, deque) = unsafe { ((*w).index, &(*w).deque) };
+        // SAFETY: a fiber runs on a live worker of this runtime.
+        let me = unsafe { (*w).index };
         let other = 1 - me;
         let started = Arc::new(AtomicBool::new(false));
         let release = Arc::new(AtomicBool::new(false));
@@ -60,7 +59,9 @@ fn estimate_tracks_a_busy_workers_own_pushes_within_the_slack() {
             assert!(t0.elapsed() < Duration::from_secs(60), "the spinner did not start");
             std::thread::yield_now();
         }
-        let own = SpawnerProbe { shared: &shared, me, deque };
+        // SAFETY: this fiber runs on worker `me` and does not suspend
+        // while `own` is used (local spawns do not suspend).
+        let own = unsafe { SpawnerProbe::new(&shared, me) };
         let mut handles = Vec::new();
         let mut checked = 0;
         for k in 1..=40usize {
@@ -74,6 +75,7 @@ fn estimate_tracks_a_busy_workers_own_pushes_within_the_slack() {
             assert!(est <= truth && truth < est + PUBLISH_SLACK, "k={k}: estimate {est}, true {truth}");
             checked += 1;
         }
+        drop(own);
         release.store(true, SeqCst);
         fiber::await_fiber(spinner);
         let sum: usize = handles.into_iter().map(fiber::await_fiber).sum();

@@ -342,14 +342,41 @@ impl LoadProbe for Shared {
 pub(crate) struct SpawnerProbe<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) me: usize,
-    pub(crate) deque: &'a crossbeam_deque::Worker<Runnable>,
+    /// `me`'s deque (looked up when first needed: a spawn onto a node with
+    /// one worker probes nobody).
+    pub(crate) deque: std::cell::Cell<Option<&'a crossbeam_deque::Worker<Runnable>>>,
+}
+
+impl<'a> SpawnerProbe<'a> {
+    /// The probe of the calling worker `me` of `shared`.
+    ///
+    /// # Safety
+    /// This thread runs worker `me` of `shared` (`local_worker_index`), and
+    /// the probe is used before the calling fiber suspends.
+    pub(crate) unsafe fn new(shared: &'a Shared, me: usize) -> SpawnerProbe<'a> {
+        SpawnerProbe { shared, me, deque: std::cell::Cell::new(None) }
+    }
+
+    #[inline]
+    fn own_deque(&self) -> &'a crossbeam_deque::Worker<Runnable> {
+        if let Some(d) = self.deque.get() {
+            return d;
+        }
+        let w = tls::worker_ptr();
+        debug_assert!(!w.is_null());
+        // SAFETY: `new`'s contract: this thread runs worker `me`, alive
+        // (and not suspended away from) while the probe is used.
+        let d = unsafe { &(*w).deque };
+        self.deque.set(Some(d));
+        d
+    }
 }
 
 impl LoadProbe for SpawnerProbe<'_> {
     #[inline]
     fn queue_len(&self, w: usize) -> usize {
         if w == self.me {
-            self.shared.workers[w].own_queue_len(self.deque)
+            self.shared.workers[w].own_queue_len(self.own_deque())
         } else {
             self.shared.workers[w].queue_estimate()
         }
@@ -518,14 +545,11 @@ impl Shared {
     pub(crate) fn place_new(&self, me: Option<usize>) -> usize {
         match me {
             Some(m) => {
-                let w = tls::worker_ptr();
-                debug_assert!(!w.is_null());
                 // SAFETY: the caller got `me` from `local_worker_index` on
                 // this thread, so this thread runs worker `m` of this
-                // runtime and the pointer is valid for this call (no
-                // suspension in between).
-                let deque = unsafe { &(*w).deque };
-                self.sched.place_on_spawner_thread(Some(m), &SpawnerProbe { shared: self, me: m, deque })
+                // runtime, and nothing suspends during this call.
+                let probe = unsafe { SpawnerProbe::new(self, m) };
+                self.sched.place_on_spawner_thread(Some(m), &probe)
             }
             None => self.sched.place_on_spawner_thread(None, self),
         }
