@@ -55,6 +55,16 @@
 //! racing spawners may read each other's counts late (as in the thesis),
 //! and a decrementing count may dip below zero for a moment.
 //!
+//! Only what a decision reads is shared by all spawners: the workload of
+//! each node when two or more nodes have workers. Placement statistics
+//! ([`Scheduler::placements`]), and the single node's workload when only
+//! one node has workers (the node choice is then fixed), are counted per
+//! spawner, each spawner on a cache line of its own, and summed when read
+//! (issue 15: no contended read-modify-write per spawn). NLH reads a queue
+//! length only where it can change the answer (see
+//! [`Scheduler::place_nlh`]); the runtime's probe is cheap and approximate
+//! (`runtime::shared::PublishedLen` gives its staleness bound).
+//!
 //! `fiber_moved` and `fiber_left_node` are no-ops unless the policy is
 //! [`Policy::Nlh`] with [`PolicyOptions::decrement_workload`]; they are cheap
 //! to call unconditionally.
