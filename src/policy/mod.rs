@@ -867,12 +867,12 @@ impl Scheduler {
     /// The runtime's spawn path; a caller on another thread than the
     /// spawner's could only lose counts of that shard, never memory.
     #[inline]
-    pub(crate) fn place_on_spawner_thread(&self, spawner: Option<usize>, probe: &dyn LoadProbe) -> usize {
+    pub(crate) fn place_on_spawner_thread<P: LoadProbe + ?Sized>(&self, spawner: Option<usize>, probe: &P) -> usize {
         self.place_counted(spawner, probe, true)
     }
 
     #[inline]
-    fn place_counted(&self, spawner: Option<usize>, probe: &dyn LoadProbe, owner: bool) -> usize {
+    fn place_counted<P: LoadProbe + ?Sized>(&self, spawner: Option<usize>, probe: &P, owner: bool) -> usize {
         if self.policy != Policy::Nlh {
             return placement::round_robin(self.rr.fetch_add(1, Ordering::Relaxed), self.num_workers());
         }
@@ -909,7 +909,7 @@ impl Scheduler {
     }
 
     #[inline]
-    fn place_nlh_counted(&self, local_node: usize, spawner: Option<usize>, probe: &dyn LoadProbe, owner: bool) -> usize {
+    fn place_nlh_counted<P: LoadProbe + ?Sized>(&self, local_node: usize, spawner: Option<usize>, probe: &P, owner: bool) -> usize {
         let node = if let [only] = self.worker_nodes[..] {
             // `nlh_choose_node` of one candidate is that candidate, whatever
             // the workload and the local node.
@@ -931,7 +931,7 @@ impl Scheduler {
     /// `nlh_choose_worker` on `node`, skipping probes that cannot change
     /// its answer (see [`Scheduler::place_nlh`]).
     #[inline]
-    fn nlh_worker(&self, node: usize, spawner: Option<usize>, probe: &dyn LoadProbe) -> usize {
+    fn nlh_worker<P: LoadProbe + ?Sized>(&self, node: usize, spawner: Option<usize>, probe: &P) -> usize {
         let workers = &self.node_workers[node];
         if let [only] = workers[..] {
             return only;

@@ -75,7 +75,7 @@ fn estimate_tracks_a_busy_workers_own_pushes_within_the_slack() {
             assert!(est <= truth && truth < est + PUBLISH_SLACK, "k={k}: estimate {est}, true {truth}");
             checked += 1;
         }
-        drop(own);
+        // `own` is not used past this point (the awaits below suspend).
         release.store(true, SeqCst);
         fiber::await_fiber(spinner);
         let sum: usize = handles.into_iter().map(fiber::await_fiber).sum();

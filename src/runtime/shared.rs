@@ -180,6 +180,18 @@ impl PublishedLen {
     }
 }
 
+/// `q.len()`, with a cheap first look: `Injector::len` is a retry loop with
+/// block-boundary fix-ups (about 30 instructions), `is_empty` two loads,
+/// and the inboxes are mostly empty.
+#[inline]
+fn injector_len<T>(q: &Injector<T>) -> usize {
+    if q.is_empty() {
+        0
+    } else {
+        q.len()
+    }
+}
+
 impl WorkerShared {
     /// The worker's queue length, read from its queues themselves (the
     /// deadlock detector, explicit-node spawns).
@@ -194,7 +206,7 @@ impl WorkerShared {
         if !self.published_len.enabled() {
             return self.queue_len();
         }
-        self.published_len.get() + self.inbox.len() + self.pinned_inbox.len()
+        self.published_len.get() + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
     }
 
     /// Owner only: this worker's deque plus wake-slot entry, read without
@@ -207,7 +219,7 @@ impl WorkerShared {
     /// Owner only: the exact queue length (see [`SpawnerProbe`]).
     #[inline]
     pub(crate) fn own_queue_len(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
-        self.own_deque_and_slot(deque) + self.inbox.len() + self.pinned_inbox.len()
+        self.own_deque_and_slot(deque) + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
     }
 
     /// Owner only: publish the exact deque plus wake-slot length
