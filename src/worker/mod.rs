@@ -282,6 +282,9 @@ impl WorkerLocal {
         if self.busy.get() != busy {
             self.busy.set(busy);
             self.shared.sched.set_own_status(self.index, &self.thief.borrow(), busy);
+            if self.can_share {
+                self.shared.idle.set_busy(busy);
+            }
         }
     }
 
@@ -314,6 +317,7 @@ impl WorkerLocal {
             }
             self.park_idle();
         }
+        self.set_busy(false);
         self.hand_back_queues();
     }
 
@@ -881,16 +885,17 @@ impl WorkerLocal {
     /// next, within nanoseconds). Searching workers take such an entry
     /// after `SLOT_GRACE`, but with every other worker asleep nobody would
     /// look, and the pair would run one after the other on one core. So a
-    /// worker that parks while some other worker still runs (stealing
+    /// worker that parks while some other worker runs fibers (stealing
     /// policy, two or more workers) sleeps only until this deadline, then
     /// makes its steal passes again; each watch that finds nothing doubles
-    /// the timeout up to `WATCH_MAX`, a successful steal resets it. When
-    /// every other worker is asleep too, the park is plain: an idle
-    /// runtime does not poll.
+    /// the timeout up to `WATCH_MAX`, a successful steal resets it. When no
+    /// other worker runs fibers (all asleep, searching, or driving the
+    /// reactor), the park is plain: an idle runtime does not poll.
     fn watch_deadline(&self) -> Option<Instant> {
         let shared = &self.shared;
-        let n = shared.workers.len();
-        if !self.can_share || shared.idle.num_sleeping() + 1 >= n {
+        // `set_busy(false)` ran at the start of our search, so every busy
+        // worker counted here is another one.
+        if !self.can_share || shared.idle.num_busy() == 0 {
             return None;
         }
         let t = self.watch.get();
