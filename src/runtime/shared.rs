@@ -126,11 +126,12 @@ pub(crate) struct WorkerShared {
 ///
 /// 1. when it starts a fiber (top of `WorkerLocal::run_task`) and when it
 ///    goes looking for work elsewhere (`WorkerLocal::steal`): exact then;
-/// 2. when its own pushes through `Shared::push_local` bring the true value
-///    `t` to `published + PUBLISH_SLACK`.
+/// 2. when its own pushes through `Shared::push_local` or
+///    `Shared::push_spawned` bring the true value `t` to
+///    `published + PUBLISH_SLACK`.
 ///
 /// So between two publications `t - published` is below `PUBLISH_SLACK`
-/// plus the entries pushed outside `push_local` (at most one re-queued
+/// plus the entries pushed another way (at most one re-queued
 /// fiber per fiber run, and one fork-join job per open `join` of the
 /// running fiber), and at least minus what thieves took since (steals only
 /// shorten a queue). When the worker is idle (quiescent) the estimate is
@@ -151,7 +152,8 @@ pub(crate) struct PublishedLen {
 }
 
 /// How far a worker's own pushes may take its queue past its published
-/// length before `push_local` publishes again (see [`PublishedLen`]).
+/// length before `push_local`/`push_spawned` publish again (see
+/// [`PublishedLen`]).
 pub(crate) const PUBLISH_SLACK: usize = 8;
 
 impl PublishedLen {
@@ -220,6 +222,19 @@ impl WorkerShared {
     #[inline]
     pub(crate) fn own_queue_len(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
         self.own_deque_and_slot(deque) + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
+    }
+
+    /// Owner only, right after a push into its own wake slot (which is
+    /// occupied now) and maybe deque: publish when the queue has grown
+    /// `PUBLISH_SLACK` past the published length ([`PublishedLen`], rule 2).
+    #[inline]
+    pub(crate) fn note_own_push(&self, deque: &crossbeam_deque::Worker<Runnable>) {
+        if self.published_len.enabled() {
+            let t = deque.len() + 1;
+            if t >= self.published_len.get() + PUBLISH_SLACK {
+                self.published_len.publish(t);
+            }
+        }
     }
 
     /// Owner only: publish the exact deque plus wake-slot length
@@ -455,7 +470,7 @@ impl Shared {
                 // a worker of this runtime; the pointer is valid for the
                 // duration of this call (no suspension in between).
                 let w = unsafe { &*tls::worker_ptr() };
-                self.push_local(me, &w.deque, task);
+                self.push_spawned(me, &w.deque, task);
                 return;
             }
         }
@@ -526,8 +541,11 @@ impl Shared {
     /// The running fiber of worker `me` made `task` runnable (spawned it
     /// here, or woke it): put it in `me`'s wake slot, to run as soon as the
     /// current fiber gives control back. The entry it displaces goes to the
-    /// deque, and only then is an idle worker woken: there is more work
-    /// than this worker takes next (protocol: `runtime/README.md`).
+    /// deque, and then an idle worker is woken: there is more work than
+    /// this worker takes next. A lone entry wakes nobody: a woken fiber is
+    /// usually what this worker runs next in a chain of hand-offs
+    /// (protocol: `runtime/README.md`); spawns go through
+    /// [`Shared::push_spawned`].
     #[inline]
     pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
         let ws = &self.workers[me];
@@ -536,17 +554,29 @@ impl Shared {
         if let Some(prev) = prev {
             deque.push(Runnable::Task(prev));
         }
-        // The placement probe's bound (`PublishedLen`, rule 2): the slot
-        // is occupied now.
-        if ws.published_len.enabled() {
-            let t = deque.len() + 1;
-            if t >= ws.published_len.get() + PUBLISH_SLACK {
-                ws.published_len.publish(t);
-            }
-        }
+        ws.note_own_push(deque);
         if displaced {
             self.notify_idle();
         }
+    }
+
+    /// [`Shared::push_local`] for a fiber just *spawned* here: one sleeper
+    /// is woken (if nobody searches) even when the slot was empty. A spawn
+    /// asks for parallelism, and the spawner often computes on before it
+    /// joins (`spawn(f); g(); join`): the searcher takes the entry once it
+    /// has sat in the slot for `SLOT_GRACE`, while spawn + join at once
+    /// still runs the child here (the searcher leaves a fresh entry
+    /// alone). Without this wake a lone child waited for the whole rest of
+    /// the spawner's slice while the other workers slept ("Why a lone
+    /// spawned entry wakes a sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn push_spawned(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
+        let ws = &self.workers[me];
+        if let Some(prev) = ws.wake_slot.put(task) {
+            deque.push(Runnable::Task(prev));
+        }
+        ws.note_own_push(deque);
+        self.notify_idle();
     }
 
     /// Choose the worker for a new fiber of spawner `me` (a worker of this
