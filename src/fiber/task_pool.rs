@@ -224,3 +224,130 @@ fn release_to_worker(t: TaskRef) {
     let w = unsafe { &*w };
     w.tasks.recycle(t, &w.shared.task_spill);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fiber::task::Task;
+
+    struct Nop;
+    impl crate::fiber::packet::FiberMain for Nop {
+        fn run(self: Box<Self>) {}
+        fn fail(self: Box<Self>, _e: crate::error::JoinError) {}
+    }
+
+    fn new_task(id: u64, name: Option<&str>) -> NewTask {
+        NewTask {
+            id,
+            name: name.map(Arc::from),
+            stack_size: crate::fiber::DEFAULT_STACK_SIZE,
+            pinned: None,
+            placed: 1,
+            reclaim_by: 0,
+            entry: Box::new(Nop).into(),
+        }
+    }
+
+    /// A task that ran and finished: `DONE`, closure taken, no coroutine.
+    fn spent(id: u64) -> TaskRef {
+        let t = Arc::new(new_task(id, Some("old")).into_task());
+        assert!(t.transition_to_running());
+        // SAFETY: we hold the run permission (just won it).
+        let body = unsafe { t.body() };
+        drop(body.entry.take());
+        body.registered = true; // it parked once; the registry let go
+        t.transition_to_done();
+        t
+    }
+
+    #[test]
+    fn task_fits_the_documented_size() {
+        // The module docs' memory bound assumes at most 256 bytes per
+        // pooled task, counts included.
+        let size = std::mem::size_of::<Task>() + 2 * std::mem::size_of::<usize>();
+        assert!(size <= 256, "a pooled task takes {size} bytes: update the module docs");
+    }
+
+    #[test]
+    fn keeps_only_unique_spent_tasks() {
+        let (pool, spill) = (TaskPool::new(), TaskSpill::new());
+        // Shared: another reference is still out.
+        let t = spent(1);
+        let other = t.clone();
+        assert!(!pool.recycle(t, &spill));
+        assert_eq!(Arc::strong_count(&other), 1, "dropped, not kept");
+        // Not spent: queued with its closure (dropping it may run user code).
+        assert!(!pool.recycle(Arc::new(new_task(2, None).into_task()), &spill));
+        // Running (coroutine-less but not DONE).
+        let t = Arc::new(new_task(3, None).into_task());
+        assert!(t.transition_to_running());
+        assert!(!pool.recycle(t, &spill));
+        assert_eq!(pool.len(), 0);
+        // Unique and spent.
+        assert!(pool.recycle(other, &spill));
+        assert_eq!(pool.len(), 1);
+    }
+
+    #[test]
+    fn alloc_resets_every_field() {
+        let (pool, spill, reused) = (TaskPool::new(), TaskSpill::new(), AtomicU64::new(0));
+        let old = spent(7);
+        // Dirty what a fiber's life leaves behind.
+        crate::fiber::set_task_wait_reason(&old, crate::fiber::task::wait_kind::JOIN, 5);
+        old.timed_wait_over();
+        old.stack_lo.store(4096, Relaxed);
+        old.cancelling.set(true);
+        old.set_last_worker(3);
+        let addr = Arc::as_ptr(&old);
+        assert!(pool.recycle(old, &spill));
+        let t = pool.alloc(new_task(8, Some("new")), &reused, &spill);
+        assert_eq!(Arc::as_ptr(&t), addr, "the pooled allocation was reused");
+        assert_eq!(reused.load(Relaxed), 1);
+        assert_eq!(pool.len(), 0);
+        assert_eq!(t.id, 8);
+        assert_eq!(t.name.as_deref(), Some("new"));
+        assert_eq!(t.last_worker(), 1);
+        assert_eq!(t.reclaim_by, 0);
+        assert!(t.is_fresh() && !t.is_surplus(), "QUEUED | FRESH");
+        assert!(!t.cancelling.get());
+        assert_eq!(t.stack_lo.load(Relaxed), 0);
+        assert_eq!(t.wait_kind.load(Relaxed), crate::fiber::task::wait_kind::NONE);
+        assert_eq!(t.wait_obj.load(Relaxed), 0);
+        assert_eq!(t.timer_gen(), 0);
+        // SAFETY: a fresh task nobody else references.
+        let body = unsafe { t.body() };
+        assert!(body.entry.is_some() && body.coro.is_none() && body.yielder.is_null() && !body.registered);
+        // An empty pool allocates.
+        let u = pool.alloc(new_task(9, None), &reused, &spill);
+        assert_ne!(Arc::as_ptr(&u), Arc::as_ptr(&t));
+        assert_eq!(reused.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_full_pool_spills_and_a_dry_one_takes_back() {
+        let (a, b, spill, reused) = (TaskPool::new(), TaskPool::new(), TaskSpill::new(), AtomicU64::new(0));
+        for i in 0..TASK_POOL_CAP as u64 {
+            assert!(a.recycle(spent(i), &spill));
+        }
+        assert_eq!((a.len(), spill.len.load(Relaxed)), (TASK_POOL_CAP, 0));
+        // One more: the oldest half goes to the spill.
+        assert!(a.recycle(spent(1000), &spill));
+        assert_eq!((a.len(), spill.len.load(Relaxed)), (TASK_POOL_CAP - SPILL_BATCH + 1, SPILL_BATCH));
+        // A dry pool takes a batch back.
+        let t = b.alloc(new_task(2000, None), &reused, &spill);
+        assert_eq!(reused.load(Relaxed), 1);
+        assert_eq!((b.len(), spill.len.load(Relaxed)), (SPILL_BATCH - 1, 0));
+        drop(t);
+        // The spill's bound: once it is full, a full pool drops the task.
+        let (c, full) = (TaskPool::new(), TaskSpill::new());
+        let mut kept = 0;
+        for i in 0..(SPILL_CAP + 2 * TASK_POOL_CAP) as u64 {
+            kept += c.recycle(spent(i), &full) as usize;
+        }
+        assert_eq!(full.len.load(Relaxed), SPILL_CAP);
+        assert_eq!(c.len(), TASK_POOL_CAP);
+        assert_eq!(kept, SPILL_CAP + TASK_POOL_CAP);
+        c.clear();
+        assert_eq!(c.len(), 0);
+    }
+}
