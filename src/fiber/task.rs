@@ -33,7 +33,10 @@
 //!    `PARKED -> DONE` releases it (`runtime::destroy`). So a park/wake
 //!    through a wait queue counts no reference (issue 15).
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
-//!    touched again except to drop it by the last `TaskRef`.
+//!    touched again except to drop it by the last `TaskRef`, or to write a
+//!    new task over it when that last reference goes to a worker's task
+//!    pool (`fiber::task_pool`: only a unique, spent task, whose allocation
+//!    then holds a new fiber with a new id).
 //! 7. During shutdown the single draining thread may CAS `QUEUED|PARKED ->
 //!    DONE` and destroy the body; whoever else holds an entry sees `DONE`.
 //!
@@ -287,6 +290,7 @@ impl NewTask {
     /// stack). The destructuring names every field, so a field added to
     /// `Task` without a reset here does not compile. The old values are
     /// dropped; for a spent task (`Task::is_spent`) that is only its name.
+    #[inline]
     pub(crate) fn write_over(self, t: &mut Task) {
         let Task {
             id,

@@ -77,6 +77,11 @@
 //! 64 KiB per worker and 512 KiB per runtime, kept until the worker exits
 //! (its pool) or the runtime is dropped (the spill). A pool's vector is
 //! allocated once, at its full capacity (2 KiB), when the worker starts.
+//! Unlike the stack pool, a task pool is not trimmed when its worker
+//! parks: it holds no stack pages, its bound is small, and a worker of a
+//! spawn-and-join workload parks often (skynet on 2 workers: thousands of
+//! times per run), so trimming there would throw away what the next spawn
+//! reuses.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -128,26 +133,25 @@ impl TaskPool {
     /// to a spent task and the pool (or, when the pool is full, the
     /// runtime's `spill`) has room. Returns whether it was kept.
     #[inline]
-    pub(crate) fn recycle(&self, mut t: TaskRef, spill: &TaskSpill) -> bool {
+    pub(crate) fn recycle(&self, t: TaskRef, spill: &TaskSpill) -> bool {
         // A plain load first: most references dropped here are not the
         // last one (the handle or the queue entry is still out), and
         // `get_mut` costs a locked compare-exchange.
-        if Arc::strong_count(&t) == 1 {
-            if let Some(task) = Arc::get_mut(&mut t) {
-                if task.is_spent() {
-                    let mut free = self.free.borrow_mut();
-                    if free.len() == TASK_POOL_CAP {
-                        // Full: the oldest half to the spill, if it has room.
-                        let mut s = spill.lock();
-                        if s.len() + SPILL_BATCH <= SPILL_CAP {
-                            s.extend(free.drain(..SPILL_BATCH));
-                            spill.len.store(s.len(), Relaxed);
-                        }
-                    }
-                    if free.len() < TASK_POOL_CAP {
-                        free.push(t);
-                        return true;
-                    }
+        Arc::strong_count(&t) == 1 && self.keep(t, spill)
+    }
+
+    /// `recycle` of a reference that looked like the last one.
+    #[inline]
+    fn keep(&self, mut t: TaskRef, spill: &TaskSpill) -> bool {
+        if let Some(task) = Arc::get_mut(&mut t) {
+            if task.is_spent() {
+                let mut free = self.free.borrow_mut();
+                if free.len() == TASK_POOL_CAP {
+                    spill_half(&mut free, spill);
+                }
+                if free.len() < TASK_POOL_CAP {
+                    free.push(t);
+                    return true;
                 }
             }
         }
@@ -165,12 +169,7 @@ impl TaskPool {
         let popped = {
             let mut free = self.free.borrow_mut();
             if free.is_empty() && spill.len.load(Relaxed) != 0 {
-                // Dry: a batch from the spill (module docs).
-                let mut s = spill.lock();
-                let n = s.len().min(SPILL_BATCH);
-                let at = s.len() - n;
-                free.extend(s.drain(at..));
-                spill.len.store(s.len(), Relaxed);
+                refill(&mut free, spill);
             }
             free.pop()
         };
@@ -203,6 +202,27 @@ impl TaskPool {
     }
 }
 
+/// A full pool's oldest `SPILL_BATCH` tasks to the spill, if it has room
+/// (module docs, "The spill"). Moves references only: drops nothing.
+#[cold]
+fn spill_half(free: &mut Vec<TaskRef>, spill: &TaskSpill) {
+    let mut s = spill.lock();
+    if s.len() + SPILL_BATCH <= SPILL_CAP {
+        s.extend(free.drain(..SPILL_BATCH));
+        spill.len.store(s.len(), Relaxed);
+    }
+}
+
+/// A dry pool takes up to `SPILL_BATCH` tasks from the spill.
+#[cold]
+fn refill(free: &mut Vec<TaskRef>, spill: &TaskSpill) {
+    let mut s = spill.lock();
+    let n = s.len().min(SPILL_BATCH);
+    let at = s.len() - n;
+    free.extend(s.drain(at..));
+    spill.len.store(s.len(), Relaxed);
+}
+
 /// Drop a task reference on the calling thread: into this thread's
 /// worker's pool if it is the last reference to a spent task and the
 /// thread runs a worker (`JoinHandle`'s drop), else as usual.
@@ -222,7 +242,7 @@ fn release_to_worker(t: TaskRef) {
     // SAFETY: a non-null WORKER points to this thread's live worker; used
     // here only, with no suspension.
     let w = unsafe { &*w };
-    w.tasks.recycle(t, &w.shared.task_spill);
+    w.tasks.keep(t, &w.shared.task_spill);
 }
 
 #[cfg(test)]

@@ -18,9 +18,11 @@
 //!    A fiber that never gives control back keeps its worker, and so
 //!    shutdown, waiting: cooperative scheduling cannot preempt it.
 //! 2. Each worker leaves its loop and moves every fiber of its deque and
-//!    yield queue into its inbox (`hand_back_queues`), drops its timers and
-//!    its stack pool (unmapping pooled stacks), and exits. `shutdown` joins
-//!    every worker thread.
+//!    yield queue into its inbox (`hand_back_queues`), drops its timers,
+//!    its task pool (finished fibers only, `fiber::task_pool`) and its
+//!    stack pool (unmapping pooled stacks), and exits. `shutdown` joins
+//!    every worker thread. The drain runs on a thread without a worker, so
+//!    nothing it destroys goes into a pool.
 //! 3. With no worker left, the calling thread *drains*: it first destroys
 //!    every queued fiber (unstarted ones just drop their closure; suspended
 //!    ones are force-unwound by dropping their coroutine, which runs their
