@@ -46,11 +46,37 @@ pub(crate) struct Idle {
     num_searching: AtomicUsize,
     /// Round-robin start for waking an idle worker.
     wake_rr: AtomicUsize,
+    /// Workers running fibers (between finding work and their next
+    /// search; only `WorkerLocal::set_busy`'s transitions change it): a
+    /// parking worker watches while this is non-zero
+    /// (`WorkerLocal::watch_deadline`). A hint, not part of the handshake.
+    num_busy: AtomicUsize,
 }
 
 impl Idle {
     pub(crate) fn new() -> Idle {
-        Idle { num_sleeping: AtomicUsize::new(0), num_searching: AtomicUsize::new(0), wake_rr: AtomicUsize::new(0) }
+        Idle {
+            num_sleeping: AtomicUsize::new(0),
+            num_searching: AtomicUsize::new(0),
+            wake_rr: AtomicUsize::new(0),
+            num_busy: AtomicUsize::new(0),
+        }
+    }
+
+    /// A worker started (`true`) or stopped running fibers.
+    #[inline]
+    pub(crate) fn set_busy(&self, busy: bool) {
+        if busy {
+            self.num_busy.fetch_add(1, Relaxed);
+        } else {
+            self.num_busy.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Workers running fibers now (a relaxed hint).
+    #[inline]
+    pub(crate) fn num_busy(&self) -> usize {
+        self.num_busy.load(Relaxed)
     }
 
     /// Workers asleep now (deadlock detector).

@@ -287,7 +287,7 @@ impl Shared {
                 // a worker of this runtime; the pointer is valid for the
                 // duration of this call (no suspension in between).
                 let w = unsafe { &*tls::worker_ptr() };
-                self.push_local(me, &w.deque, task);
+                self.push_spawned(me, &w.deque, task);
                 return;
             }
         }
@@ -358,14 +358,34 @@ impl Shared {
     /// The running fiber of worker `me` made `task` runnable (spawned it
     /// here, or woke it): put it in `me`'s wake slot, to run as soon as the
     /// current fiber gives control back. The entry it displaces goes to the
-    /// deque, and only then is an idle worker woken: there is more work
-    /// than this worker takes next (protocol: `runtime/README.md`).
+    /// deque, and then an idle worker is woken: there is more work than
+    /// this worker takes next. A lone entry wakes nobody: a woken fiber is
+    /// usually what this worker runs next in a chain of hand-offs
+    /// (protocol: `runtime/README.md`); spawns go through
+    /// [`Shared::push_spawned`].
     #[inline]
     pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
         if let Some(prev) = self.workers[me].wake_slot.put(task) {
             deque.push(Runnable::Task(prev));
             self.notify_idle();
         }
+    }
+
+    /// [`Shared::push_local`] for a fiber just *spawned* here: one sleeper
+    /// is woken (if nobody searches) even when the slot was empty. A spawn
+    /// asks for parallelism, and the spawner often computes on before it
+    /// joins (`spawn(f); g(); join`): the searcher takes the entry once it
+    /// has sat in the slot for `SLOT_GRACE`, while spawn + join at once
+    /// still runs the child here (the searcher leaves a fresh entry
+    /// alone). Without this wake a lone child waited for the whole rest of
+    /// the spawner's slice while the other workers slept ("Why a lone
+    /// spawned entry wakes a sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn push_spawned(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
+        if let Some(prev) = self.workers[me].wake_slot.put(task) {
+            deque.push(Runnable::Task(prev));
+        }
+        self.notify_idle();
     }
 
     /// Work was pushed to worker `target`'s inbox: make sure someone will

@@ -49,6 +49,16 @@ const SPIN_PAUSES: u32 = 64;
 /// How long a wake-slot entry must sit unchanged before a thief may take it
 /// (Go's `runnext` waits about 3 us).
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
+/// First timeout of a *watching* park: an idle worker that parks while
+/// another worker is still running sleeps at most this long before it looks
+/// at the other workers' wake slots again (`park_idle`; protocol:
+/// `runtime/README.md`, "Watching parks"). Doubles with every watch that
+/// finds nothing, up to `WATCH_MAX`; back to this after a successful steal.
+const WATCH_MIN: std::time::Duration = std::time::Duration::from_micros(50);
+/// Longest timeout of a watching park: a fiber made runnable into a busy
+/// worker's wake slot waits at most about this long (plus `SLOT_GRACE`) for
+/// an idle worker while its waker computes on.
+const WATCH_MAX: std::time::Duration = std::time::Duration::from_millis(2);
 /// How long a searching worker leaves a lone fresh entry in its own inbox
 /// to the worker that placed it there (which takes it back if it runs out
 /// of work first: spawn, then join at once) before running it itself.
@@ -159,6 +169,8 @@ pub(crate) struct WorkerLocal {
     yield_streak: Cell<u32>,
     streak_start: Cell<Instant>,
     long_slices: Cell<bool>,
+    /// Timeout of the next watching park (`WATCH_MIN` ..= `WATCH_MAX`).
+    watch: Cell<std::time::Duration>,
 }
 
 impl WorkerLocal {
@@ -202,6 +214,7 @@ impl WorkerLocal {
             yield_streak: Cell::new(0),
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
+            watch: Cell::new(WATCH_MIN),
         }
     }
 
@@ -274,6 +287,9 @@ impl WorkerLocal {
         if self.busy.get() != busy {
             self.busy.set(busy);
             self.shared.sched.set_own_status(self.index, &self.thief.borrow(), busy);
+            if self.can_share {
+                self.shared.idle.set_busy(busy);
+            }
         }
     }
 
@@ -306,6 +322,7 @@ impl WorkerLocal {
             }
             self.park_idle();
         }
+        self.set_busy(false);
         self.hand_back_queues();
         self.tasks.clear();
     }
@@ -512,6 +529,7 @@ impl WorkerLocal {
         };
         shared.idle.end_search();
         if found.is_some() {
+            self.watch.set(WATCH_MIN);
             self.set_busy(true);
             // We may have taken more than we can run soon: if nobody else
             // is searching, let a sleeper have a go at our deque.
@@ -854,6 +872,7 @@ impl WorkerLocal {
             shared.notify_stack_freed();
         }
         let mut ready = std::mem::take(&mut *self.io_ready.borrow_mut());
+        let watch_until = self.watch_deadline();
         shared.idle.sleep(
             &me.sleeper,
             || self.has_visible_work() || shared.shutdown.load(SeqCst),
@@ -861,7 +880,11 @@ impl WorkerLocal {
                 if shared.shutdown.load(SeqCst) {
                     return false;
                 }
-                crate::reactor::park_worker(shared, self.index, self.next_deadline(), &mut ready)
+                let deadline = match (self.next_deadline(), watch_until) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                crate::reactor::park_worker(shared, self.index, deadline, &mut ready)
             },
         );
         // Withdrawn from the sleepers now: wake the fibers whose sockets
@@ -870,6 +893,32 @@ impl WorkerLocal {
             shared.wake(t);
         }
         *self.io_ready.borrow_mut() = ready;
+    }
+
+    /// The deadline of a *watching* park, or `None` for a plain one.
+    ///
+    /// A fiber made runnable into a busy worker's wake slot by a fiber
+    /// that then computes on (a producer feeding a consumer) wakes nobody
+    /// (`Shared::push_local`: in a chain of hand-offs the waker runs it
+    /// next, within nanoseconds). Searching workers take such an entry
+    /// after `SLOT_GRACE`, but with every other worker asleep nobody would
+    /// look, and the pair would run one after the other on one core. So a
+    /// worker that parks while some other worker runs fibers (stealing
+    /// policy, two or more workers) sleeps only until this deadline, then
+    /// makes its steal passes again; each watch that finds nothing doubles
+    /// the timeout up to `WATCH_MAX`, a successful steal resets it. When no
+    /// other worker runs fibers (all asleep, searching, or driving the
+    /// reactor), the park is plain: an idle runtime does not poll.
+    fn watch_deadline(&self) -> Option<Instant> {
+        let shared = &self.shared;
+        // `set_busy(false)` ran at the start of our search, so every busy
+        // worker counted here is another one.
+        if !self.can_share || shared.idle.num_busy() == 0 {
+            return None;
+        }
+        let t = self.watch.get();
+        self.watch.set((t * 2).min(WATCH_MAX));
+        Some(Instant::now() + t)
     }
 
     /// This worker has runnable fibers besides the one that just yielded.
