@@ -11,6 +11,7 @@
 //!
 //! ```text
 //! skynet numafiber workers=W leaves=N run=I ms=T sum=S
+//! skynet numafiber workers=W spawned=S tasks_reused=R reclaimed=C
 //! skynet numafiber workers=W vmhwm_kib=K
 //! ```
 //!
@@ -53,6 +54,20 @@ fn vmhwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Fibers spawned on the workers over all runs, how many of them reused a
+/// finished fiber's control block (`WorkerStats::tasks_reused`) and how
+/// many joins reclaimed their child.
+fn print_pool_stats(rt: &Runtime, workers: usize) {
+    let s = rt.stats();
+    let sum = |f: fn(&numafiber::runtime::WorkerStats) -> u64| s.workers.iter().map(f).sum::<u64>();
+    println!(
+        "skynet numafiber workers={workers} spawned={} tasks_reused={} reclaimed={}",
+        sum(|w| w.spawned),
+        sum(|w| w.tasks_reused),
+        sum(|w| w.reclaimed)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]";
@@ -78,6 +93,7 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
+            print_pool_stats(&rt, workers);
         }
         "numafiber_wf" => {
             let opts = PolicyOptions { work_first: true, ..PolicyOptions::default() };
@@ -85,6 +101,7 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
+            print_pool_stats(&rt, workers);
         }
         "may" => {
             may::config().set_workers(workers);

@@ -64,6 +64,7 @@ pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod stack;
 pub(crate) mod task;
+pub(crate) mod task_pool;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -323,7 +324,11 @@ where
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
     // No limit on how many fibers exist: an unstarted fiber owns no stack.
-    let me = shared.local_worker_index();
+    let local = shared.local_worker();
+    // SAFETY: a non-null `local_worker` is this thread's live worker, used
+    // below only before this function suspends (work-first).
+    let local = unsafe { local.as_ref() };
+    let me = local.map(|w| w.index);
     if me.is_none() && shared.in_forked_child() {
         // Only a foreign thread can get here in a forked child: no worker
         // of this runtime exists there.
@@ -381,14 +386,29 @@ where
         }
         _ => 0,
     };
-    let task = Task::new_placed(next_fiber_id(), opts.name, stack_size, pinned, pinned.unwrap_or(target), reclaim_by, main);
-    match me {
-        Some(m) => Counters::bump(&shared.workers[m].counters.spawned, 1),
-        None => {
-            shared.foreign_spawned.fetch_add(1, Relaxed);
+    let new = task::NewTask {
+        id: next_fiber_id(),
+        name: opts.name,
+        stack_size,
+        pinned,
+        placed: pinned.unwrap_or(target),
+        reclaim_by,
+        entry: main,
+    };
+    let task = match (local, me) {
+        (Some(w), Some(m)) => {
+            let counters = &shared.workers[m].counters;
+            Counters::bump(&counters.spawned, 1);
+            // A finished task's memory from this worker's pool, if any
+            // (`task_pool`).
+            w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
         }
-    }
-    let handle = JoinHandle { packet, task: task.clone(), _p: PhantomData };
+        _ => {
+            shared.foreign_spawned.fetch_add(1, Relaxed);
+            Arc::new(new.into_task())
+        }
+    };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
     if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
@@ -478,7 +498,9 @@ fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
 /// Dropping it detaches the fiber: it keeps running.
 pub struct JoinHandle<T> {
     packet: packet::PacketRef<T>,
-    task: TaskRef,
+    /// Dropped by `Drop` (into the worker's task pool when it is the last
+    /// reference), never elsewhere.
+    task: std::mem::ManuallyDrop<TaskRef>,
     _p: PhantomData<T>,
 }
 
@@ -488,6 +510,10 @@ impl<T> Drop for JoinHandle<T> {
         // an abandoned `join_watching`): `fiber::packet`'s protocol.
         // SAFETY: the handle is its packet's one owner.
         unsafe { self.packet.clear_waiter() };
+        // SAFETY: the field is taken only here, once, and not used after.
+        let t = unsafe { std::mem::ManuallyDrop::take(&mut self.task) };
+        // After a join this is usually the task's last reference.
+        task_pool::release(t);
     }
 }
 
@@ -1315,7 +1341,7 @@ impl<'scope> Scope<'scope, '_> {
         // every entry of `children` before it returns, i.e. while 'scope
         // is still alive, and only waits for completion through them.
         let c = h.packet.completion();
-        self.children.lock().unwrap_or_else(|e| e.into_inner()).push((h.task.clone(), c));
+        self.children.lock().unwrap_or_else(|e| e.into_inner()).push(((*h.task).clone(), c));
         ScopedJoinHandle { inner: h, _scope: PhantomData }
     }
 }

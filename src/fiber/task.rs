@@ -33,7 +33,10 @@
 //!    `PARKED -> DONE` releases it (`runtime::destroy`). So a park/wake
 //!    through a wait queue counts no reference (issue 15).
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
-//!    touched again except to drop it by the last `TaskRef`.
+//!    touched again except to drop it by the last `TaskRef`, or to write a
+//!    new task over it when that last reference goes to a worker's task
+//!    pool (`fiber::task_pool`: only a unique, spent task, whose allocation
+//!    then holds a new fiber with a new id).
 //! 7. During shutdown the single draining thread may CAS `QUEUED|PARKED ->
 //!    DONE` and destroy the body; whoever else holds an entry sees `DONE`.
 //!
@@ -246,6 +249,86 @@ unsafe impl Send for Task {}
 // only touches `state` (atomic) and immutable fields.
 unsafe impl Sync for Task {}
 
+/// What a spawn decides about a new task: the fields it sets; every other
+/// field starts at its initial value (`QUEUED | FRESH`, no stack, no
+/// registration, no wait, timer generation 0).
+pub(crate) struct NewTask {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) stack_size: usize,
+    pub(crate) pinned: Option<usize>,
+    /// The worker placement sent it to (`Task::last_worker` until it runs).
+    pub(crate) placed: usize,
+    /// The fiber that may reclaim it, or 0 (`Task::reclaim_by`).
+    pub(crate) reclaim_by: u64,
+    pub(crate) entry: Entry,
+}
+
+impl NewTask {
+    /// The task, as a value (for `Arc::new`).
+    pub(crate) fn into_task(self) -> Task {
+        Task {
+            id: self.id,
+            name: self.name,
+            stack_size: self.stack_size,
+            pinned: self.pinned,
+            reclaim_by: self.reclaim_by,
+            state: StateCell::new(QUEUED | FRESH),
+            cancelling: Cell::new(false),
+            stack_lo: AtomicUsize::new(0),
+            last_worker: AtomicUsize::new(self.placed),
+            wait_kind: AtomicU8::new(wait_kind::NONE),
+            wait_obj: AtomicU64::new(0),
+            wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
+            timer_gen: AtomicU64::new(0),
+            body: UnsafeCell::new(Body { entry: Some(self.entry), coro: None, yielder: std::ptr::null(), registered: false }),
+        }
+    }
+
+    /// Make `t` (a recycled task: `fiber::task_pool`) the task `into_task`
+    /// would build, field by field (no copy of a whole `Task` through the
+    /// stack). The destructuring names every field, so a field added to
+    /// `Task` without a reset here does not compile. The old values are
+    /// dropped; for a spent task (`Task::is_spent`) that is only its name.
+    #[inline]
+    pub(crate) fn write_over(self, t: &mut Task) {
+        let Task {
+            id,
+            name,
+            stack_size,
+            pinned,
+            reclaim_by,
+            state,
+            cancelling,
+            stack_lo,
+            last_worker,
+            wait_kind,
+            wait_obj,
+            wait_signalled,
+            timer_gen,
+            body,
+        } = t;
+        *id = self.id;
+        *name = self.name;
+        *stack_size = self.stack_size;
+        *pinned = self.pinned;
+        *reclaim_by = self.reclaim_by;
+        *state = StateCell::new(QUEUED | FRESH);
+        *cancelling = Cell::new(false);
+        *stack_lo = AtomicUsize::new(0);
+        *last_worker = AtomicUsize::new(self.placed);
+        *wait_kind = AtomicU8::new(self::wait_kind::NONE);
+        *wait_obj = AtomicU64::new(0);
+        *wait_signalled = crate::loom::sync::atomic::AtomicBool::new(false);
+        *timer_gen = AtomicU64::new(0);
+        let body = body.get_mut();
+        body.entry = Some(self.entry);
+        body.coro = None;
+        body.yielder = std::ptr::null();
+        body.registered = false;
+    }
+}
+
 impl Task {
     /// The generation a timer armed now for this task's timed wait records.
     #[inline]
@@ -261,7 +344,10 @@ impl Task {
         self.timer_gen.store(self.timer_gen.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
-    /// A task that nobody may reclaim, placed on its pinned worker (or 0).
+    /// A task that nobody may reclaim, placed on its pinned worker (or 0)
+    /// (the loom models and unit tests; the runtime spawns through
+    /// `fiber::task_pool`).
+    #[cfg(any(test, loom))]
     pub(crate) fn new(
         id: u64,
         name: Option<Arc<str>>,
@@ -269,41 +355,19 @@ impl Task {
         pinned: Option<usize>,
         entry: impl Into<Entry>,
     ) -> TaskRef {
-        Task::new_placed(id, name, stack_size, pinned, pinned.unwrap_or(0), 0, entry.into())
+        let placed = pinned.unwrap_or(0);
+        Arc::new(NewTask { id, name, stack_size, pinned, placed, reclaim_by: 0, entry: entry.into() }.into_task())
     }
 
-    /// A task placed on worker `placed`, reclaimable by fiber `reclaim_by`
-    /// (0: by nobody).
-    pub(crate) fn new_placed(
-        id: u64,
-        name: Option<Arc<str>>,
-        stack_size: usize,
-        pinned: Option<usize>,
-        placed: usize,
-        reclaim_by: u64,
-        entry: Entry,
-    ) -> TaskRef {
-        Arc::new(Task {
-            id,
-            name,
-            stack_size,
-            pinned,
-            reclaim_by,
-            state: StateCell::new(QUEUED | FRESH),
-            cancelling: Cell::new(false),
-            stack_lo: AtomicUsize::new(0),
-            last_worker: AtomicUsize::new(placed),
-            wait_kind: AtomicU8::new(wait_kind::NONE),
-            wait_obj: AtomicU64::new(0),
-            wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
-            timer_gen: AtomicU64::new(0),
-            body: UnsafeCell::new(Body {
-                entry: Some(entry),
-                coro: None,
-                yielder: std::ptr::null(),
-                registered: false,
-            }),
-        })
+    /// Finished and holding nothing that runs code when dropped: no
+    /// closure, no coroutine (so no stack, no user value). Only such a
+    /// task may wait in a task pool: writing a new task over it then drops
+    /// only its name. (`body.registered` may still be set: a task that
+    /// parked and finished has left the registry, which held a reference,
+    /// so a unique task is in no registry.)
+    pub(crate) fn is_spent(&mut self) -> bool {
+        let body = self.body.get_mut();
+        body.entry.is_none() && body.coro.is_none() && self.state.load(Relaxed) & LIFECYCLE == DONE
     }
 
     /// The body.

@@ -64,6 +64,8 @@ pub(crate) struct Counters {
     /// Joins on this worker that ran their unstarted child at once
     /// (`fiber::reclaim`).
     pub(crate) reclaimed: AtomicU64,
+    /// Spawns on this worker that reused a pooled task (`fiber::task_pool`).
+    pub(crate) tasks_reused: AtomicU64,
 }
 
 impl Counters {
@@ -353,6 +355,9 @@ pub(crate) struct Shared {
     /// (`worker_main`). `build` does not wait for them unless pinning is
     /// strict; [`crate::runtime::Stats`] waits until all have.
     pub(crate) started: AtomicUsize,
+    /// Spent tasks beyond what the workers' pools keep
+    /// (`fiber::task_pool`).
+    pub(crate) task_spill: crate::fiber::task_pool::TaskSpill,
 }
 
 /// The probe of a spawner that is not a worker of this runtime: every
@@ -440,6 +445,7 @@ impl Shared {
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
             started: AtomicUsize::new(0),
+            task_spill: crate::fiber::task_pool::TaskSpill::new(),
         }
     }
 

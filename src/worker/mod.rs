@@ -20,7 +20,8 @@ use crossbeam_deque::{Steal, Worker as Deque};
 use crate::error::JoinError;
 use crate::fiber::stack::{budget, StackError, StackMode, StackPool};
 use crate::fiber::job::{JobMain, JobRef, Runnable};
-use crate::fiber::task::{Suspend, Task, TaskRef};
+use crate::fiber::task::{NewTask, Suspend, Task, TaskRef};
+use crate::fiber::task_pool::TaskPool;
 use crate::policy::ThiefState;
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
 
@@ -133,6 +134,9 @@ pub(crate) struct WorkerLocal {
     /// fiber to an idle worker.
     can_share: bool,
     stacks: RefCell<StackPool>,
+    /// Finished tasks kept for reuse by spawns on this worker
+    /// (`fiber::task_pool`).
+    pub(crate) tasks: TaskPool,
     /// Fallback path at its budget: unstarted fibers waiting for a stack
     /// (still `RUNNING`: only this worker can reach them, as in `yielded`).
     starved: RefCell<VecDeque<TaskRef>>,
@@ -193,6 +197,7 @@ impl WorkerLocal {
             slab_stacks,
             can_share,
             stacks: RefCell::new(StackPool::new(node)),
+            tasks: TaskPool::new(),
             starved: RefCell::new(VecDeque::new()),
             starved_len: Cell::new(0),
             timers: RefCell::new(BinaryHeap::new()),
@@ -319,6 +324,7 @@ impl WorkerLocal {
         }
         self.set_busy(false);
         self.hand_back_queues();
+        self.tasks.clear();
     }
 
     /// Next fiber from this worker's own queues.
@@ -419,7 +425,8 @@ impl WorkerLocal {
     #[inline]
     fn drop_surplus(&self, t: TaskRef) {
         self.shared.sched.fiber_left_node(self.shared.node_of(self.index));
-        drop(t);
+        // Often the last reference (a reclaimed child's other entry).
+        self.tasks.recycle(t, &self.shared.task_spill);
     }
 
     /// Fallback path at its budget: keep the unstarted `task` (whose run
@@ -627,7 +634,16 @@ impl WorkerLocal {
     /// A fork-join job left this worker's hands (stolen, or its owner
     /// migrated): run it as a fiber of its own.
     fn job_task(&self, j: JobRef) -> TaskRef {
-        let t = Task::new(crate::fiber::next_fiber_id(), None, self.shared.default_stack, None, Box::new(JobMain::new(j)));
+        let new = NewTask {
+            id: crate::fiber::next_fiber_id(),
+            name: None,
+            stack_size: self.shared.default_stack,
+            pinned: None,
+            placed: self.index,
+            reclaim_by: 0,
+            entry: Box::new(JobMain::new(j)).into(),
+        };
+        let t = self.tasks.alloc(new, &self.counters().tasks_reused, &self.shared.task_spill);
         // SAFETY: we consumed the JobRef from a queue.
         unsafe { j.set_runner(t.clone()) };
         Counters::bump(&self.counters().spawned, 1);
@@ -780,6 +796,8 @@ impl WorkerLocal {
                         shared.registry.remove(task.id);
                     }
                     shared.sched.fiber_left_node(shared.node_of(self.index));
+                    // The last reference if the handle went first.
+                    self.tasks.recycle(task, &shared.task_spill);
                     return;
                 }
             }
