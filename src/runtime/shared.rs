@@ -133,11 +133,11 @@ pub(crate) struct WorkerShared {
 ///    `published + PUBLISH_SLACK`.
 ///
 /// So between two publications `t - published` is below `PUBLISH_SLACK`
-/// plus the entries pushed another way (at most one re-queued
-/// fiber per fiber run, and one fork-join job per open `join` of the
-/// running fiber), and at least minus what thieves took since (steals only
-/// shorten a queue). When the worker is idle (quiescent) the estimate is
-/// exact. A stale estimate can only change *which* near-shortest queue is
+/// (1: every push that grows the queue publishes) plus the entries pushed
+/// another way (at most one re-queued fiber per fiber run, and one
+/// fork-join job per open `join` of the running fiber), and at least minus
+/// what thieves took since (steals only shorten a queue). When the worker
+/// is idle (quiescent) the estimate is exact. A stale estimate can only change *which* near-shortest queue is
 /// picked; the rule stays the thesis' (shortest estimated queue, ties to
 /// the spawner), and thieves still move work where queues are long.
 ///
@@ -155,8 +155,12 @@ pub(crate) struct PublishedLen {
 
 /// How far a worker's own pushes may take its queue past its published
 /// length before `push_local`/`push_spawned` publish again (see
-/// [`PublishedLen`]).
-pub(crate) const PUBLISH_SLACK: usize = 8;
+/// [`PublishedLen`]). Measured (skynet 1M, 2 workers, issue 15): with 8,
+/// spawners saw busy spawners' queues up to 7 short, placed more children
+/// there and reclaimed fewer (1.47M -> 1.17M reclaims, 400 -> 440-550 ms);
+/// with 1 the decisions are the exact probe's again (1.5M reclaims) and
+/// the run 383-464 ms against 398-431 ms for the exact probe.
+pub(crate) const PUBLISH_SLACK: usize = 1;
 
 impl PublishedLen {
     /// `enabled`: whether the owner publishes (see above).
