@@ -366,11 +366,11 @@ where
     } else if let (true, Some(m)) = (opts.local || work_first, me) {
         m
     } else {
-        shared.sched.place(me, &**shared)
+        shared.place_new(me)
     };
     let placed_by_policy = pinned.is_none() && opts.node.is_none() && !(opts.local || work_first);
     if !placed_by_policy {
-        shared.sched.record_placement(target);
+        shared.sched.record_placement_on_spawner_thread(me, target);
     }
     // The closure and the packet in one allocation (issue 15).
     // SAFETY: the caller's contract keeps every borrow of `f` alive until

@@ -55,6 +55,16 @@
 //! racing spawners may read each other's counts late (as in the thesis),
 //! and a decrementing count may dip below zero for a moment.
 //!
+//! Only what a decision reads is shared by all spawners: the workload of
+//! each node when two or more nodes have workers. Placement statistics
+//! ([`Scheduler::placements`]), and the single node's workload when only
+//! one node has workers (the node choice is then fixed), are counted per
+//! spawner, each spawner on a cache line of its own, and summed when read
+//! (issue 15: no contended read-modify-write per spawn). NLH reads a queue
+//! length only where it can change the answer (see
+//! [`Scheduler::place_nlh`]); the runtime's probe is cheap and approximate
+//! (`runtime::shared::PublishedLen` gives its staleness bound).
+//!
 //! `fiber_moved` and `fiber_left_node` are no-ops unless the policy is
 //! [`Policy::Nlh`] with [`PolicyOptions::decrement_workload`]; they are cheap
 //! to call unconditionally.
@@ -65,7 +75,7 @@ pub mod steal;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use crate::topology::Topology;
 
@@ -498,10 +508,78 @@ impl Iterator for VictimOrder<'_> {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct NodeCounters {
-    /// NLH workload count (Alg. 4.6 `workload[node]`).
+    /// NLH workload count (Alg. 4.6 `workload[node]`): the part the node
+    /// choice reads. With a single node that has workers, nobody reads it
+    /// for a decision and placements count in the spawner's shard instead
+    /// ([`CounterShards`]); departures and moves always count here.
     workload: AtomicI64,
-    /// Fibers placed on this node by NLH `place`/`record_placement`.
-    placements: AtomicU64,
+}
+
+/// Slots of one [`ShardLine`].
+const SHARD_LINE_SLOTS: usize = 16;
+
+/// One cache line (two, for adjacent-line prefetchers) of shard slots.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct ShardLine([AtomicI64; SHARD_LINE_SLOTS]);
+
+/// Statistics-only placement counters, sharded by spawner so that the
+/// spawn path writes a line of its own instead of one line every worker
+/// writes (issue 15: a contended `lock inc` per spawn).
+///
+/// Shard `w` (for `w < workers`) belongs to spawning worker `w`; the last
+/// shard counts spawns from other threads and calls that name no spawner
+/// ([`Scheduler::record_placement`]). Each shard starts on a line of its
+/// own: slot 0 is the spawner's share of the single node's workload (used
+/// only when a single node has workers, see [`NodeCounters::workload`]),
+/// slot `1 + n` its placements on node `n`. A total is the sum over the
+/// shards: exact once the spawners are quiet, and while they run a sum of
+/// relaxed loads (each shard's count is exact, the sum is not a snapshot).
+#[derive(Debug)]
+struct CounterShards {
+    lines_per_shard: usize,
+    shards: usize,
+    lines: Box<[ShardLine]>,
+}
+
+impl CounterShards {
+    fn new(workers: usize, nodes: usize) -> CounterShards {
+        let lines_per_shard = (1 + nodes).div_ceil(SHARD_LINE_SLOTS);
+        let shards = workers + 1;
+        let lines = (0..shards * lines_per_shard).map(|_| ShardLine::default()).collect();
+        CounterShards { lines_per_shard, shards, lines }
+    }
+
+    /// The shard of `spawner` (a worker index, or the foreign shard).
+    #[inline]
+    fn shard_of(&self, spawner: Option<usize>) -> usize {
+        match spawner {
+            Some(w) if w + 1 < self.shards => w,
+            _ => self.shards - 1,
+        }
+    }
+
+    #[inline]
+    fn slot(&self, shard: usize, i: usize) -> &AtomicI64 {
+        &self.lines[shard * self.lines_per_shard + i / SHARD_LINE_SLOTS].0[i % SHARD_LINE_SLOTS]
+    }
+
+    /// Add one to slot `i` of `shard`: a plain load and store when the
+    /// caller is the shard's only writer (`owner`), else a `fetch_add`.
+    #[inline]
+    fn bump(&self, shard: usize, i: usize, owner: bool) {
+        let c = self.slot(shard, i);
+        if owner {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        } else {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Slot `i` summed over every shard.
+    fn sum(&self, i: usize) -> i64 {
+        (0..self.shards).fold(0i64, |acc, s| acc.wrapping_add(self.slot(s, i).load(Ordering::Relaxed)))
+    }
 }
 
 /// Node distance used for nodes the topology does not describe.
@@ -556,6 +634,8 @@ pub struct Scheduler {
     cpu_node: Vec<Option<usize>>,
     rr: AtomicUsize,
     nodes: Vec<NodeCounters>,
+    /// Placement statistics (and the single node's workload) by spawner.
+    shards: CounterShards,
     /// `slot_in_node[w]`: position of worker `w` in `node_workers[node]`.
     slot_in_node: Vec<usize>,
     /// `boards[n]`: the shared status entries of node `n`'s workers (bitmap
@@ -614,6 +694,7 @@ impl Scheduler {
                 cpu_node[cpu] = Some(node.id);
             }
         }
+        let shards = CounterShards::new(worker_node.len(), num_nodes);
         Scheduler {
             policy,
             opts,
@@ -627,6 +708,7 @@ impl Scheduler {
             cpu_node,
             rr: AtomicUsize::new(0),
             nodes: (0..num_nodes).map(|_| NodeCounters::default()).collect(),
+            shards,
             slot_in_node,
             boards,
         }
@@ -757,28 +839,113 @@ impl Scheduler {
     /// the chosen node's workers (O(nodes log nodes + workers on node));
     /// concurrent spawners may see each other's counts late, as in the
     /// thesis. The chosen node's workload and placement counts grow by one.
+    ///
+    /// What NLH reads, and in what order (the decision is always the
+    /// thesis' one for the values read; see [`Scheduler::place_nlh`]):
+    /// with a single node that has workers, no workload at all (the node
+    /// choice is fixed); on a node with one worker, no queue length; and
+    /// when the spawner is a worker of the chosen node, its own queue
+    /// first, and nothing more if that is empty (an empty queue is a
+    /// shortest one, and ties go to the spawner).
+    ///
+    /// ```
+    /// use numafiber::policy::{PolicyOptions, Scheduler};
+    /// use numafiber::{Policy, Topology};
+    /// let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), vec![0, 0], &Topology::uniform(1, 2));
+    /// assert_eq!(s.place(Some(1), &[3usize, 2]), 1); // the shorter queue
+    /// assert_eq!(s.place(Some(1), &[0usize, 2]), 0);
+    /// assert_eq!(s.place(Some(1), &[0usize, 0]), 1); // a tie: the spawner
+    /// assert_eq!((s.placements(0), s.node_workload(0)), (3, 3));
+    /// ```
     pub fn place(&self, spawner: Option<usize>, probe: &dyn LoadProbe) -> usize {
+        self.place_counted(spawner, probe, false)
+    }
+
+    /// [`Scheduler::place`] called on the thread of worker `spawner` (or
+    /// with `spawner == None`): the placement statistics go to the
+    /// spawner's shard with a plain load and store (no locked instruction).
+    /// The runtime's spawn path; a caller on another thread than the
+    /// spawner's could only lose counts of that shard, never memory.
+    #[inline]
+    pub(crate) fn place_on_spawner_thread<P: LoadProbe + ?Sized>(&self, spawner: Option<usize>, probe: &P) -> usize {
+        self.place_counted(spawner, probe, true)
+    }
+
+    #[inline]
+    fn place_counted<P: LoadProbe + ?Sized>(&self, spawner: Option<usize>, probe: &P, owner: bool) -> usize {
         if self.policy != Policy::Nlh {
             return placement::round_robin(self.rr.fetch_add(1, Ordering::Relaxed), self.num_workers());
         }
-        self.place_nlh(self.spawner_node(spawner), spawner, probe)
+        let local = if self.worker_nodes.len() == 1 { 0 } else { self.spawner_node(spawner) };
+        self.place_nlh_counted(local, spawner, probe, owner)
     }
 
     /// NLH placement with an explicit local node: the body of
     /// [`Scheduler::place`] for `Nlh` (public for simulators and tests).
     /// Counts go to the node counters; [`Scheduler::placements`] of a
     /// round-robin policy does not read them.
+    ///
+    /// The result is that of [`placement::nlh_choose_node`] over the node
+    /// workloads and [`placement::nlh_choose_worker`] over `probe` for the
+    /// chosen node's workers. To get it, it skips what cannot change it:
+    /// the workloads when a single node has workers, the probe on a node
+    /// with one worker, and the other workers when the spawner is on the
+    /// chosen node and `probe.queue_len(spawner)` is 0 (then `spawner` is
+    /// the answer). A probe whose answers do not change during the call
+    /// therefore gives exactly the pure functions' decision.
+    ///
+    /// ```
+    /// use numafiber::policy::{placement, PolicyOptions, Scheduler};
+    /// use numafiber::{Policy, Topology};
+    /// let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), vec![0, 0, 1, 1], &Topology::uniform(2, 2));
+    /// let q = [2usize, 1, 0, 0];
+    /// let w = s.place_nlh(0, Some(0), &q);
+    /// assert_eq!(w, placement::nlh_choose_worker(&[0, 1], |w| q[w], Some(0)));
+    /// assert_eq!(w, 1);
+    /// assert_eq!(s.node_workload(0), 1);
+    /// ```
     pub fn place_nlh(&self, local_node: usize, spawner: Option<usize>, probe: &dyn LoadProbe) -> usize {
-        let mut buf = SmallBuf::new();
-        let workloads = buf.fill(
-            self.worker_nodes.iter().map(|&n| self.nodes[n].workload.load(Ordering::Relaxed)),
-            self.worker_nodes.len(),
-        );
-        let local = self.candidate_of.get(local_node).copied().flatten();
-        let node = self.worker_nodes[placement::nlh_choose_node(workloads, local)];
-        let w = placement::nlh_choose_worker(&self.node_workers[node], |w| probe.queue_len(w), spawner);
-        self.count_placement(node);
+        self.place_nlh_counted(local_node, spawner, probe, false)
+    }
+
+    #[inline]
+    fn place_nlh_counted<P: LoadProbe + ?Sized>(&self, local_node: usize, spawner: Option<usize>, probe: &P, owner: bool) -> usize {
+        let node = if let [only] = self.worker_nodes[..] {
+            // `nlh_choose_node` of one candidate is that candidate, whatever
+            // the workload and the local node.
+            only
+        } else {
+            let mut buf = SmallBuf::new();
+            let workloads = buf.fill(
+                self.worker_nodes.iter().map(|&n| self.nodes[n].workload.load(Ordering::Relaxed)),
+                self.worker_nodes.len(),
+            );
+            let local = self.candidate_of.get(local_node).copied().flatten();
+            self.worker_nodes[placement::nlh_choose_node(workloads, local)]
+        };
+        let w = self.nlh_worker(node, spawner, probe);
+        self.count_placement(node, spawner, owner);
         w
+    }
+
+    /// `nlh_choose_worker` on `node`, skipping probes that cannot change
+    /// its answer (see [`Scheduler::place_nlh`]).
+    #[inline]
+    fn nlh_worker<P: LoadProbe + ?Sized>(&self, node: usize, spawner: Option<usize>, probe: &P) -> usize {
+        let workers = &self.node_workers[node];
+        if let [only] = workers[..] {
+            return only;
+        }
+        match spawner.filter(|&s| self.worker_node.get(s) == Some(&node)) {
+            Some(s) => {
+                let own = probe.queue_len(s);
+                if own == 0 {
+                    return s;
+                }
+                placement::nlh_choose_worker(workers, |w| if w == s { own } else { probe.queue_len(w) }, spawner)
+            }
+            None => placement::nlh_choose_worker(workers, |w| probe.queue_len(w), spawner),
+        }
     }
 
     /// Count a fiber put on worker `w` without [`Scheduler::place`]
@@ -786,14 +953,34 @@ impl Scheduler {
     /// with [`Scheduler::fiber_left_node`]. No-op for round-robin policies.
     pub fn record_placement(&self, w: usize) {
         if self.policy == Policy::Nlh {
-            self.count_placement(self.worker_node[w]);
+            self.count_placement(self.worker_node[w], None, false);
         }
     }
 
-    fn count_placement(&self, node: usize) {
-        let c = &self.nodes[node];
-        c.workload.fetch_add(1, Ordering::Relaxed);
-        c.placements.fetch_add(1, Ordering::Relaxed);
+    /// [`Scheduler::record_placement`] by `spawner`, called on the
+    /// spawner's thread (see [`Scheduler::place_on_spawner_thread`]).
+    pub(crate) fn record_placement_on_spawner_thread(&self, spawner: Option<usize>, w: usize) {
+        if self.policy == Policy::Nlh {
+            self.count_placement(self.worker_node[w], spawner, true);
+        }
+    }
+
+    /// One more fiber on `node`: its placement in the spawner's shard; its
+    /// workload where the node choice reads it (the shared node counter),
+    /// or, when a single node has workers and nobody reads it for a
+    /// decision, in the spawner's shard too. `owner`: the caller runs on
+    /// the spawner's thread (plain store instead of `fetch_add`; a foreign
+    /// spawner's shard is always shared).
+    #[inline]
+    fn count_placement(&self, node: usize, spawner: Option<usize>, owner: bool) {
+        let shard = self.shards.shard_of(spawner);
+        let owner = owner && spawner.is_some() && shard + 1 < self.shards.shards;
+        if self.worker_nodes.len() == 1 {
+            self.shards.bump(shard, 0, owner);
+        } else {
+            self.nodes[node].workload.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shards.bump(shard, 1 + node, owner);
     }
 
     /// The victims to try, in order (none for `RoundRobin` or a single
@@ -998,15 +1185,47 @@ impl Scheduler {
     }
 
     /// NLH workload count of `node` (0 for policies that keep none).
+    ///
+    /// When a single node has workers, the placements' part of its count is
+    /// kept per spawner (no decision reads it) and summed here: exact once
+    /// spawning has stopped, a sum of relaxed loads while it goes on (each
+    /// part is exact, the sum is not a snapshot). With several such nodes
+    /// it is the node's shared counter, which NLH reads.
+    ///
+    /// ```
+    /// use numafiber::policy::{PolicyOptions, Scheduler};
+    /// use numafiber::{Policy, Topology};
+    /// let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), vec![0, 0], &Topology::uniform(1, 2));
+    /// s.place(Some(0), &[0usize, 0]);
+    /// s.place(None, &[0usize, 0]);
+    /// assert_eq!(s.node_workload(0), 2);
+    /// ```
     pub fn node_workload(&self, node: usize) -> i64 {
-        self.nodes[node].workload.load(Ordering::Relaxed)
+        let shared = self.nodes[node].workload.load(Ordering::Relaxed);
+        if self.worker_nodes == [node] {
+            return shared.wrapping_add(self.shards.sum(0));
+        }
+        shared
     }
 
     /// Fibers placed on `node` so far. Round-robin policies derive it from
-    /// the round-robin counter (no extra atomic on the spawn path).
+    /// the round-robin counter (no extra atomic on the spawn path). `Nlh`
+    /// counts them per spawner and sums them here (the same count as one
+    /// shared counter once spawning has stopped; while it goes on a sum of
+    /// relaxed loads, as [`Scheduler::node_workload`]).
+    ///
+    /// ```
+    /// use numafiber::policy::{PolicyOptions, Scheduler};
+    /// use numafiber::{Policy, Topology};
+    /// let s = Scheduler::new(Policy::Nlh, PolicyOptions::default(), vec![0, 1], &Topology::uniform(2, 1));
+    /// let q = [0usize, 0];
+    /// let placed: Vec<usize> = [Some(0), Some(1), None, Some(0)].into_iter().map(|sp| s.place(sp, &q)).collect();
+    /// assert_eq!(placed, vec![0, 1, 0, 1]);
+    /// assert_eq!((s.placements(0), s.placements(1)), (2, 2));
+    /// ```
     pub fn placements(&self, node: usize) -> u64 {
         if self.policy == Policy::Nlh {
-            return self.nodes[node].placements.load(Ordering::Relaxed);
+            return self.shards.sum(1 + node) as u64;
         }
         let placed = self.rr.load(Ordering::Relaxed);
         let n = self.num_workers();

@@ -126,6 +126,7 @@ pub fn nlh_choose_node(workloads: &[i64], local: Option<usize>) -> usize {
 ///
 /// # Panics
 /// If `workers` is empty.
+#[inline]
 pub fn nlh_choose_worker(
     workers: &[usize],
     queue_len: impl Fn(usize) -> usize,

@@ -706,3 +706,129 @@ fn thief_state_bytes_do_not_grow_with_the_worker_count() {
         }
     }
 }
+
+/// A probe that counts its calls (the skipped probes of `place_nlh`).
+struct CountingProbe {
+    lens: Vec<usize>,
+    calls: std::cell::Cell<usize>,
+}
+
+impl LoadProbe for CountingProbe {
+    fn queue_len(&self, w: usize) -> usize {
+        self.calls.set(self.calls.get() + 1);
+        self.lens[w]
+    }
+}
+
+#[test]
+fn place_nlh_is_the_pure_decision_for_any_snapshot() {
+    // Random workloads (pre-placed fibers) and queue lengths on 1 to 4
+    // nodes of 1 to 3 workers: the scheduler's answer is the pure
+    // functions' answer, with and without a spawner on the chosen node.
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |m: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % m) as usize
+    };
+    for _ in 0..2000 {
+        let (nodes, per) = (1 + next(4), 1 + next(3));
+        let s = nlh(nodes, per, PolicyOptions::default());
+        let workers = nodes * per;
+        for _ in 0..next(6) {
+            s.record_placement(next(workers as u64));
+        }
+        let lens: Vec<usize> = (0..workers).map(|_| next(3)).collect();
+        let spawner = if next(4) == 0 { None } else { Some(next(workers as u64)) };
+        let local_node = next(nodes as u64 + 1); // sometimes out of range
+        let workloads: Vec<i64> = (0..nodes).map(|n| s.node_workload(n)).collect();
+        let local = (local_node < nodes).then_some(local_node);
+        let node = placement::nlh_choose_node(&workloads, local);
+        let want = placement::nlh_choose_worker(s.node_workers(node), |w| lens[w], spawner);
+        let probe = CountingProbe { lens: lens.clone(), calls: Default::default() };
+        assert_eq!(s.place_nlh(local_node, spawner, &probe), want, "{nodes}x{per} lens {lens:?} spawner {spawner:?}");
+        assert!(probe.calls.get() <= per);
+        assert_eq!(s.node_workload(node), workloads[node] + 1);
+        // And `place` from a worker: its node is the local one.
+        if let Some(sp) = spawner {
+            let workloads: Vec<i64> = (0..nodes).map(|n| s.node_workload(n)).collect();
+            let node = placement::nlh_choose_node(&workloads, Some(s.worker_node(sp)));
+            let want = placement::nlh_choose_worker(s.node_workers(node), |w| lens[w], spawner);
+            assert_eq!(s.place(spawner, &lens), want);
+        }
+    }
+}
+
+#[test]
+fn place_nlh_skips_probes_that_cannot_change_the_answer() {
+    // One worker on the node: no probe.
+    let s = nlh(2, 1, PolicyOptions::default());
+    let p = CountingProbe { lens: vec![5, 5], calls: Default::default() };
+    assert_eq!(s.place(Some(1), &p), 1);
+    assert_eq!(p.calls.get(), 0);
+    // The spawner's queue is empty: only that one probe.
+    let s = nlh(1, 4, PolicyOptions::default());
+    let p = CountingProbe { lens: vec![1, 0, 0, 3], calls: Default::default() };
+    assert_eq!(s.place(Some(2), &p), 2);
+    assert_eq!(p.calls.get(), 1);
+    // The spawner's queue is not empty: every worker, the spawner once.
+    let p = CountingProbe { lens: vec![1, 0, 3, 0], calls: Default::default() };
+    assert_eq!(s.place(Some(2), &p), 1);
+    assert_eq!(p.calls.get(), 4);
+}
+
+#[test]
+fn sharded_counters_add_up_across_threads() {
+    // Spawners on their own threads (the runtime's owner path) and shared
+    // callers (`place`, `record_placement`, foreign spawns) at once, on one
+    // node (the workload is sharded too) and on two (it is not).
+    for nodes in [1, 2] {
+        let s = nlh(nodes, 2, PolicyOptions::default());
+        let workers = 2 * nodes;
+        let q = vec![0usize; workers];
+        let per_thread = 5000u64;
+        std::thread::scope(|sc| {
+            for t in 0..workers {
+                let (s, q) = (&s, &q);
+                sc.spawn(move || {
+                    for i in 0..per_thread {
+                        match i % 4 {
+                            0 | 1 => drop(s.place_on_spawner_thread(Some(t), q)),
+                            2 => drop(s.place(None, q)),
+                            _ => s.record_placement_on_spawner_thread(Some(t), (t + 1) % workers),
+                        }
+                    }
+                });
+            }
+            sc.spawn(|| {
+                for i in 0..per_thread {
+                    s.record_placement(i as usize % workers);
+                }
+            });
+        });
+        let total = (workers as u64 + 1) * per_thread;
+        let placed: u64 = (0..nodes).map(|n| s.placements(n)).sum();
+        let load: i64 = (0..nodes).map(|n| s.node_workload(n)).sum();
+        assert_eq!(placed, total, "{nodes} node(s)");
+        assert_eq!(load, total as i64, "{nodes} node(s): thesis counts only grow");
+        for n in 0..nodes {
+            assert_eq!(s.node_workload(n), s.placements(n) as i64, "node {n}");
+        }
+    }
+}
+
+#[test]
+fn single_node_counts_still_take_departures() {
+    let opts = PolicyOptions { decrement_workload: true, ..PolicyOptions::default() };
+    let s = nlh(1, 2, opts);
+    let q = [1usize, 0];
+    assert_eq!(s.place_on_spawner_thread(Some(0), &q), 1);
+    assert_eq!(s.place(None, &q), 1);
+    s.record_placement(0);
+    assert_eq!((s.placements(0), s.node_workload(0)), (3, 3));
+    s.fiber_left_node(0);
+    s.fiber_left_node(0);
+    s.fiber_entered_node(0);
+    assert_eq!((s.placements(0), s.node_workload(0)), (3, 2));
+}

@@ -43,6 +43,8 @@
 pub(crate) mod idle;
 pub(crate) mod wake_slot;
 pub(crate) mod shared;
+#[cfg(test)]
+mod probe_tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
@@ -310,6 +312,13 @@ impl Builder {
         // Thieves exist only with two workers or more and a stealing policy
         // (`WorkerLocal::steal`); otherwise the wake slots are private.
         let slots_stealable = nworkers >= 2 && self.policy.steals();
+        // NLH reads the published queue lengths of the workers of nodes
+        // with two workers or more (`shared::PublishedLen`).
+        let mut node_workers = std::collections::HashMap::new();
+        for s in &slots {
+            *node_workers.entry(s.node).or_insert(0usize) += 1;
+        }
+        let published = |node: usize| self.policy == Policy::Nlh && node_workers[&node] >= 2;
         let workers: Box<[WorkerShared]> = deques
             .iter()
             .enumerate()
@@ -328,6 +337,7 @@ impl Builder {
                 timers: Default::default(),
                 poll_flag: crate::reactor::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
+                published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -1052,9 +1062,12 @@ pub struct NodeStats {
     pub remote_steals: u64,
     /// Failed steal attempts by this node's workers.
     pub failed_steals: u64,
-    /// Fibers placed on this node by the placement policy.
+    /// Fibers placed on this node by the placement policy
+    /// ([`Scheduler::placements`](crate::policy::Scheduler::placements):
+    /// counted per spawner and summed, exact once spawning has stopped).
     pub placements: u64,
-    /// The placement policy's workload count of the node.
+    /// The placement policy's workload count of the node
+    /// ([`Scheduler::node_workload`](crate::policy::Scheduler::node_workload)).
     pub workload: i64,
 }
 

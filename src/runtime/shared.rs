@@ -101,11 +101,151 @@ pub(crate) struct WorkerShared {
     pub(crate) poll_flag: PollFlag,
     /// The reactor this worker has driven (so `unpark` can reach its waker).
     pub(crate) reactor_waker: OnceLock<Arc<Reactor>>,
+    /// This worker's deque length plus its wake-slot entry, as it last
+    /// published them (see "The placement probe" below).
+    pub(crate) published_len: PublishedLen,
+}
+
+/// A worker's own queue length (deque + wake slot) as its owner published
+/// it, alone on its cache line: spawners on other workers read this one
+/// line instead of the owner's deque indices, wake slot and a `SeqCst`
+/// fence (issue 15).
+///
+/// # The placement probe, and how stale it may be
+///
+/// NLH places a new fiber on the worker of the chosen node with the
+/// shortest queue (thesis Alg. 4.6; the thesis calls the queue size an
+/// approximate heuristic, and `LoadProbe` says "approximate"). What the
+/// runtime's probe ([`SpawnerProbe`], `impl LoadProbe for Shared`) returns:
+///
+/// * for the spawning worker itself: its exact queue, read by the owner
+///   (deque length without a fence, wake slot, inbox, pinned inbox);
+/// * for any other worker `w`: `published(w) + inbox(w) + pinned(w)`,
+///   the inboxes read live (other threads push there) and `published(w)`
+///   the owner's last publication of its deque length plus wake-slot entry.
+///
+/// The owner publishes (a store only when the value changed):
+///
+/// 1. when it starts a fiber (top of `WorkerLocal::run_task`) and when it
+///    goes looking for work elsewhere (`WorkerLocal::steal`): exact then;
+/// 2. when its own pushes through `Shared::push_local` or
+///    `Shared::push_spawned` bring the true value `t` to
+///    `published + PUBLISH_SLACK`.
+///
+/// So between two publications `t - published` is below `PUBLISH_SLACK`
+/// plus the entries pushed another way (at most one re-queued
+/// fiber per fiber run, and one fork-join job per open `join` of the
+/// running fiber), and at least minus what thieves took since (steals only
+/// shorten a queue). When the worker is idle (quiescent) the estimate is
+/// exact. A stale estimate can only change *which* near-shortest queue is
+/// picked; the rule stays the thesis' (shortest estimated queue, ties to
+/// the spawner), and thieves still move work where queues are long.
+///
+/// Only a worker whose estimate some placement reads publishes (`Nlh`, and
+/// a node with two workers or more: on a node with one worker NLH probes
+/// nobody); for the others [`WorkerShared::queue_estimate`] reads the
+/// queues themselves.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct PublishedLen {
+    len: AtomicUsize,
+    /// Fixed when the runtime is built.
+    enabled: bool,
+}
+
+/// How far a worker's own pushes may take its queue past its published
+/// length before `push_local`/`push_spawned` publish again (see
+/// [`PublishedLen`]).
+pub(crate) const PUBLISH_SLACK: usize = 8;
+
+impl PublishedLen {
+    /// `enabled`: whether the owner publishes (see above).
+    pub(crate) fn new(enabled: bool) -> PublishedLen {
+        PublishedLen { len: AtomicUsize::new(0), enabled }
+    }
+
+    #[inline]
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    /// Owner only: publish `len` (no store if unchanged, so that readers'
+    /// copies of the line stay valid).
+    #[inline]
+    pub(crate) fn publish(&self, len: usize) {
+        if self.len.load(Relaxed) != len {
+            self.len.store(len, Relaxed);
+        }
+    }
+}
+
+/// `q.len()`, with a cheap first look: `Injector::len` is a retry loop with
+/// block-boundary fix-ups (about 30 instructions), `is_empty` two loads,
+/// and the inboxes are mostly empty.
+#[inline]
+fn injector_len<T>(q: &Injector<T>) -> usize {
+    if q.is_empty() {
+        0
+    } else {
+        q.len()
+    }
 }
 
 impl WorkerShared {
+    /// The worker's queue length, read from its queues themselves (the
+    /// deadlock detector, explicit-node spawns).
     pub(crate) fn queue_len(&self) -> usize {
         self.stealer.len() + self.inbox.len() + self.pinned_inbox.len() + usize::from(self.wake_slot.is_occupied())
+    }
+
+    /// The placement probe's estimate of another worker's queue (see
+    /// [`PublishedLen`]).
+    #[inline]
+    pub(crate) fn queue_estimate(&self) -> usize {
+        if !self.published_len.enabled() {
+            return self.queue_len();
+        }
+        self.published_len.get() + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
+    }
+
+    /// Owner only: this worker's deque plus wake-slot entry, read without
+    /// a fence (the owner's own `Worker::len`).
+    #[inline]
+    pub(crate) fn own_deque_and_slot(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
+        deque.len() + usize::from(self.wake_slot.is_occupied())
+    }
+
+    /// Owner only: the exact queue length (see [`SpawnerProbe`]).
+    #[inline]
+    pub(crate) fn own_queue_len(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
+        self.own_deque_and_slot(deque) + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
+    }
+
+    /// Owner only, right after a push into its own wake slot (which is
+    /// occupied now) and maybe deque: publish when the queue has grown
+    /// `PUBLISH_SLACK` past the published length ([`PublishedLen`], rule 2).
+    #[inline]
+    pub(crate) fn note_own_push(&self, deque: &crossbeam_deque::Worker<Runnable>) {
+        if self.published_len.enabled() {
+            let t = deque.len() + 1;
+            if t >= self.published_len.get() + PUBLISH_SLACK {
+                self.published_len.publish(t);
+            }
+        }
+    }
+
+    /// Owner only: publish the exact deque plus wake-slot length
+    /// ([`PublishedLen`], rule 1).
+    #[inline]
+    pub(crate) fn publish_len(&self, deque: &crossbeam_deque::Worker<Runnable>) {
+        if self.published_len.enabled() {
+            self.published_len.publish(self.own_deque_and_slot(deque));
+        }
     }
 
     pub(crate) fn has_stealable_work(&self) -> bool {
@@ -220,9 +360,58 @@ pub(crate) struct Shared {
     pub(crate) task_spill: crate::fiber::task_pool::TaskSpill,
 }
 
+/// The probe of a spawner that is not a worker of this runtime: every
+/// worker's estimate ([`PublishedLen`]).
 impl LoadProbe for Shared {
     fn queue_len(&self, w: usize) -> usize {
-        self.workers[w].queue_len()
+        self.workers[w].queue_estimate()
+    }
+}
+
+/// The probe of spawning worker `me`, on its own thread: its own queue
+/// exactly (owner reads, no fence), the others' estimates
+/// ([`PublishedLen`]).
+pub(crate) struct SpawnerProbe<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) me: usize,
+    /// `me`'s deque (looked up when first needed: a spawn onto a node with
+    /// one worker probes nobody).
+    pub(crate) deque: std::cell::Cell<Option<&'a crossbeam_deque::Worker<Runnable>>>,
+}
+
+impl<'a> SpawnerProbe<'a> {
+    /// The probe of the calling worker `me` of `shared`.
+    ///
+    /// # Safety
+    /// This thread runs worker `me` of `shared` (`local_worker_index`), and
+    /// the probe is used before the calling fiber suspends.
+    pub(crate) unsafe fn new(shared: &'a Shared, me: usize) -> SpawnerProbe<'a> {
+        SpawnerProbe { shared, me, deque: std::cell::Cell::new(None) }
+    }
+
+    #[inline]
+    fn own_deque(&self) -> &'a crossbeam_deque::Worker<Runnable> {
+        if let Some(d) = self.deque.get() {
+            return d;
+        }
+        let w = tls::worker_ptr();
+        debug_assert!(!w.is_null());
+        // SAFETY: `new`'s contract: this thread runs worker `me`, alive
+        // (and not suspended away from) while the probe is used.
+        let d = unsafe { &(*w).deque };
+        self.deque.set(Some(d));
+        d
+    }
+}
+
+impl LoadProbe for SpawnerProbe<'_> {
+    #[inline]
+    fn queue_len(&self, w: usize) -> usize {
+        if w == self.me {
+            self.shared.workers[w].own_queue_len(self.own_deque())
+        } else {
+            self.shared.workers[w].queue_estimate()
+        }
     }
 }
 
@@ -365,8 +554,14 @@ impl Shared {
     /// [`Shared::push_spawned`].
     #[inline]
     pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
-        if let Some(prev) = self.workers[me].wake_slot.put(task) {
+        let ws = &self.workers[me];
+        let prev = ws.wake_slot.put(task);
+        let displaced = prev.is_some();
+        if let Some(prev) = prev {
             deque.push(Runnable::Task(prev));
+        }
+        ws.note_own_push(deque);
+        if displaced {
             self.notify_idle();
         }
     }
@@ -382,10 +577,30 @@ impl Shared {
     /// spawned entry wakes a sleeper", `runtime/README.md`).
     #[inline]
     pub(crate) fn push_spawned(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
-        if let Some(prev) = self.workers[me].wake_slot.put(task) {
+        let ws = &self.workers[me];
+        if let Some(prev) = ws.wake_slot.put(task) {
             deque.push(Runnable::Task(prev));
         }
+        ws.note_own_push(deque);
         self.notify_idle();
+    }
+
+    /// Choose the worker for a new fiber of spawner `me` (a worker of this
+    /// runtime, or `None`), on the spawner's thread: `Scheduler::place`
+    /// with the runtime's probe ([`SpawnerProbe`], [`PublishedLen`]) and the
+    /// spawner's own counter shard.
+    #[inline]
+    pub(crate) fn place_new(&self, me: Option<usize>) -> usize {
+        match me {
+            Some(m) => {
+                // SAFETY: the caller got `me` from `local_worker_index` on
+                // this thread, so this thread runs worker `m` of this
+                // runtime, and nothing suspends during this call.
+                let probe = unsafe { SpawnerProbe::new(self, m) };
+                self.sched.place_on_spawner_thread(Some(m), &probe)
+            }
+            None => self.sched.place_on_spawner_thread(None, self),
+        }
     }
 
     /// Work was pushed to worker `target`'s inbox: make sure someone will

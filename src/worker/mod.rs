@@ -483,6 +483,8 @@ impl WorkerLocal {
     /// pass. Protocol: `runtime/README.md`.
     fn steal(&self) -> Option<Runnable> {
         let shared = &self.shared;
+        // Own queues empty: the placement probe's estimate is exact.
+        self.me().publish_len(&self.deque);
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
         }
@@ -656,6 +658,8 @@ impl WorkerLocal {
     /// worker, the next yielded fiber is resumed right here, without a pass
     /// through `run` (see `next_after_yield`).
     fn run_task(&self, mut task: TaskRef, owned: bool) {
+        // The placement probe's estimate (`runtime::shared::PublishedLen`).
+        self.me().publish_len(&self.deque);
         if !owned {
             if !task.transition_to_running() {
                 // A surplus entry (a reclaimed child's other entry, see
