@@ -50,7 +50,16 @@ use crate::topology::{Topology, WorkerSlot};
 use crate::worker::tls;
 
 /// Counters one worker writes (relaxed; read by `Runtime::stats`).
+///
+/// On cache lines of their own: the owner bumps them on every spawn and
+/// every fiber run, and the read-mostly fields beside them in
+/// `WorkerShared` (`slot`, read by other workers' spawns through
+/// `Shared::node_of`) must not share a line with them. Without the
+/// alignment, the 128-byte `PublishedLen` reordered the fields and put
+/// `slot` on the line of `spawned`/`completed`: skynet on 2 workers went
+/// from 397-428 ms to 366-552 ms, median 402 -> 429 (issue 15).
 #[derive(Default, Debug)]
+#[repr(align(128))]
 pub(crate) struct Counters {
     pub(crate) spawned: AtomicU64,
     pub(crate) completed: AtomicU64,
