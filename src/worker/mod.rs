@@ -46,6 +46,10 @@ const YIELD_STREAK: u32 = 16;
 const LONG_SLICE: std::time::Duration = std::time::Duration::from_micros(5);
 /// `spin_loop` hints between two steal passes of a searching worker.
 const SPIN_PAUSES: u32 = 64;
+/// The pause count doubles after every fruitless pass, up to this many
+/// (a pass reads lines the victims keep writing: polling them less often
+/// costs a busy neighbour fewer cache misses; `runtime/README.md`).
+const SPIN_PAUSES_MAX: u32 = 256;
 /// How long a wake-slot entry must sit unchanged before a thief may take it
 /// (Go's `runnext` waits about 3 us).
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
@@ -494,6 +498,7 @@ impl WorkerLocal {
         let mut start: Option<Instant> = None;
         // When a lone entry was first seen in our own inbox while spinning.
         let mut home_seen: Option<Instant> = None;
+        let mut pauses = SPIN_PAUSES;
         let found = loop {
             if let Some(r) = self.steal_pass() {
                 break Some(r);
@@ -507,9 +512,10 @@ impl WorkerLocal {
                 Some(t0) if now.duration_since(t0) >= SPIN_BUDGET => break None,
                 Some(_) => {}
             }
-            for _ in 0..SPIN_PAUSES {
+            for _ in 0..pauses {
                 std::hint::spin_loop();
             }
+            pauses = (pauses * 2).min(SPIN_PAUSES_MAX);
             // Work may have appeared at home while we spun. A lone fresh
             // inbox entry was placed here by a busy worker: if that worker
             // runs out of work first (it spawned the fiber and joins it at
