@@ -146,9 +146,10 @@ pub(crate) struct WorkerShared {
 /// another way (at most one re-queued fiber per fiber run, and one
 /// fork-join job per open `join` of the running fiber), and at least minus
 /// what thieves took since (steals only shorten a queue). When the worker
-/// is idle (quiescent) the estimate is exact. A stale estimate can only change *which* near-shortest queue is
-/// picked; the rule stays the thesis' (shortest estimated queue, ties to
-/// the spawner), and thieves still move work where queues are long.
+/// is idle (quiescent) the estimate is exact. A stale estimate can only
+/// change *which* near-shortest queue is picked; the rule stays the
+/// thesis' (shortest estimated queue, ties to the spawner), and thieves
+/// still move work where queues are long.
 ///
 /// Only a worker whose estimate some placement reads publishes (`Nlh`, and
 /// a node with two workers or more: on a node with one worker NLH probes
