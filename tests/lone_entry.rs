@@ -104,3 +104,33 @@ fn woken_consumer_runs_while_its_producer_computes() {
         assert_eq!(got, (1..=20).sum::<usize>());
     }
 }
+
+#[test]
+fn woken_fiber_runs_while_its_waker_computes_after_the_runtime_was_idle() {
+    // Every worker parked plainly (nobody busy, so nobody watches); then
+    // one worker wakes for a new root, which wakes an old fiber and
+    // computes on. The wake-up itself must make some idle worker look.
+    for policy in [Policy::Nlh, Policy::RandomSteal] {
+        let rt = runtime(policy);
+        let (tx, rx) = numafiber::sync::channel::unbounded::<usize>();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(AtomicBool::new(false));
+        let (w, s) = (waiting.clone(), seen.clone());
+        let consumer = rt.spawn(move || {
+            w.store(true, SeqCst);
+            let v = rx.recv().unwrap();
+            s.store(true, SeqCst);
+            v
+        });
+        while !waiting.load(SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Let it block in `recv`, and every worker run out of searching.
+        std::thread::sleep(Duration::from_millis(100));
+        rt.block_on(move || {
+            tx.send(7).unwrap();
+            spin_until(&seen, &format!("{policy:?}: woken after an idle spell"));
+        });
+        assert_eq!(consumer.join().unwrap(), 7);
+    }
+}

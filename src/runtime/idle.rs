@@ -51,6 +51,11 @@ pub(crate) struct Idle {
     /// parking worker watches while this is non-zero
     /// (`WorkerLocal::watch_deadline`). A hint, not part of the handshake.
     num_busy: AtomicUsize,
+    /// Workers in a *watching* park (a park with a watch deadline,
+    /// `WorkerLocal::watch_deadline`). A lone fiber woken into a wake slot
+    /// wakes a sleeper only while this is zero (`notify_unwatched`). A
+    /// hint, not part of the handshake.
+    num_watching: AtomicUsize,
 }
 
 impl Idle {
@@ -60,6 +65,29 @@ impl Idle {
             num_searching: AtomicUsize::new(0),
             wake_rr: AtomicUsize::new(0),
             num_busy: AtomicUsize::new(0),
+            num_watching: AtomicUsize::new(0),
+        }
+    }
+
+    /// A worker starts (`true`) or ends a watching park.
+    #[inline]
+    pub(crate) fn set_watching(&self, watching: bool) {
+        if watching {
+            self.num_watching.fetch_add(1, Relaxed);
+        } else {
+            self.num_watching.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Waker side: a lone fiber was made runnable into the caller's wake
+    /// slot. Nobody need run it but the caller, yet if the caller's fiber
+    /// computes on, an idle worker must eventually look: wake one sleeper
+    /// unless some worker searches or watches already (then it will look).
+    /// No fence, as in `notify_idle`: a stale read only costs parallelism.
+    #[inline]
+    pub(crate) fn notify_unwatched<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
+        if steals && self.num_sleeping.load(Relaxed) != 0 && self.num_watching.load(Relaxed) == 0 {
+            self.notify_idle_after_fence(ws);
         }
     }
 

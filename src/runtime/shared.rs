@@ -562,8 +562,10 @@ impl Shared {
     /// here, or woke it): put it in `me`'s wake slot, to run as soon as the
     /// current fiber gives control back. The entry it displaces goes to the
     /// deque, and then an idle worker is woken: there is more work than
-    /// this worker takes next. A lone entry wakes nobody: a woken fiber is
-    /// usually what this worker runs next in a chain of hand-offs
+    /// this worker takes next. A lone entry wakes somebody only if no
+    /// worker searches or watches (`Idle::notify_unwatched`): a woken
+    /// fiber is usually what this worker runs next in a chain of hand-offs,
+    /// and a watching worker takes it if this worker's fiber computes on
     /// (protocol: `runtime/README.md`); spawns go through
     /// [`Shared::push_spawned`].
     #[inline]
@@ -577,6 +579,8 @@ impl Shared {
         ws.note_own_push(deque);
         if displaced {
             self.notify_idle();
+        } else {
+            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
         }
     }
 

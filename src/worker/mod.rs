@@ -883,6 +883,9 @@ impl WorkerLocal {
         }
         let mut ready = std::mem::take(&mut *self.io_ready.borrow_mut());
         let watch_until = self.watch_deadline();
+        if watch_until.is_some() {
+            shared.idle.set_watching(true);
+        }
         shared.idle.sleep(
             &me.sleeper,
             || self.has_visible_work() || shared.shutdown.load(SeqCst),
@@ -897,6 +900,9 @@ impl WorkerLocal {
                 crate::reactor::park_worker(shared, self.index, deadline, &mut ready)
             },
         );
+        if watch_until.is_some() {
+            shared.idle.set_watching(false);
+        }
         // Withdrawn from the sleepers now: wake the fibers whose sockets
         // became ready (onto this worker's deque).
         for t in ready.drain(..) {
