@@ -216,10 +216,14 @@ impl Rt {
             // SAFETY: not published yet: ours alone.
             unsafe { *b = 0 }
         });
+        // As `Shared::push_local`: a displaced entry goes to the deque and
+        // wakes a sleeper; a lone one wakes one only if nobody watches.
         if let Some(prev) = self.queues[me].slot.put(item) {
             prev.run_pending_on_deque();
             self.queues[me].deque.push();
             self.idle.notify_idle(self.steals);
+        } else {
+            self.idle.notify_unwatched(self.steals);
         }
     }
 

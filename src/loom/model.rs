@@ -76,6 +76,10 @@ impl IdleSet {
     pub fn notify_idle(&self, steals: bool) {
         self.idle.notify_idle(&self.workers, steals)
     }
+    /// `Idle::notify_unwatched` (a lone entry in the caller's wake slot).
+    pub fn notify_unwatched(&self, steals: bool) {
+        self.idle.notify_unwatched(&self.workers, steals)
+    }
     /// `Shared::wake_all` (shutdown).
     pub fn wake_all(&self) {
         self.idle.wake_all(&self.workers)
