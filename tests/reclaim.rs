@@ -15,30 +15,13 @@ use std::time::{Duration, Instant};
 use numafiber::policy::PolicyOptions;
 use numafiber::{fiber, Policy, Runtime, Topology};
 
+mod common;
+use common::occupy_worker1;
+
 fn rt(opts: PolicyOptions) -> Runtime {
     Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::Nlh).policy_options(opts).build().expect("runtime")
 }
 
-/// Worker 1 spins in a pinned fiber until `release` is set (or 120 s, so
-/// that a broken test fails instead of hanging). Returns once it spins.
-fn occupy_worker1(rt: &Runtime, release: &Arc<AtomicBool>) -> fiber::JoinHandle<()> {
-    let started = Arc::new(AtomicBool::new(false));
-    let (s, r) = (started.clone(), release.clone());
-    let h = fiber::Builder::new()
-        .worker(1)
-        .spawn_on(rt, move || {
-            s.store(true, SeqCst);
-            let t0 = Instant::now();
-            while !r.load(SeqCst) && t0.elapsed() < Duration::from_secs(120) {
-                std::hint::spin_loop();
-            }
-        })
-        .unwrap();
-    while !started.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    h
-}
 
 /// What a child reports: its worker and its fiber id.
 fn whoami() -> (usize, u64) {

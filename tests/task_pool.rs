@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use numafiber::{fiber, Policy, Runtime, Topology};
 
+mod common;
+use common::occupy_worker1;
+
 const PANIC_MSG: &str = "task_pool test: planned panic";
 
 /// Keep the planned panics quiet; report every other one as usual.
@@ -203,25 +206,6 @@ fn tree_with_every_kind_of_fiber_counts_each_once_on_two_workers() {
     tree_counts_every_fiber(2);
 }
 
-/// Worker 1 spins in a pinned fiber until `release` is set (or 120 s).
-fn occupy_worker1(rt: &Runtime, release: &Arc<AtomicBool>) -> fiber::JoinHandle<()> {
-    let started = Arc::new(AtomicBool::new(false));
-    let (s, r) = (started.clone(), release.clone());
-    let h = fiber::Builder::new()
-        .worker(1)
-        .spawn_on(rt, move || {
-            s.store(true, SeqCst);
-            let t0 = Instant::now();
-            while !r.load(SeqCst) && t0.elapsed() < Duration::from_secs(120) {
-                std::hint::spin_loop();
-            }
-        })
-        .unwrap();
-    while !started.load(SeqCst) {
-        std::thread::yield_now();
-    }
-    h
-}
 
 /// Reclaim with warm pools: a parent on worker 0 joins children placed on
 /// the busy worker 1, runs them itself, and their surplus entries stay in

@@ -823,6 +823,16 @@ pub(crate) trait FiberMain: Send {
     fn fail(self: Box<Self>, e: JoinError);
 }
 
+/// A fiber body that does nothing (unit tests that need a `Task`).
+#[cfg(test)]
+pub(crate) struct NopMain;
+
+#[cfg(test)]
+impl FiberMain for NopMain {
+    fn run(self: Box<Self>) {}
+    fn fail(self: Box<Self>, _e: JoinError) {}
+}
+
 /// Say on stderr that a destructor's panic was contained (the fiber's
 /// result had no joiner to receive it).
 pub(crate) fn report_contained_drop_panic(id: Option<u64>, what: &str, p: &(dyn std::any::Any + Send)) {

@@ -250,11 +250,7 @@ mod tests {
     use super::*;
     use crate::fiber::task::Task;
 
-    struct Nop;
-    impl crate::fiber::packet::FiberMain for Nop {
-        fn run(self: Box<Self>) {}
-        fn fail(self: Box<Self>, _e: crate::error::JoinError) {}
-    }
+    use crate::fiber::packet::NopMain as Nop;
 
     fn new_task(id: u64, name: Option<&str>) -> NewTask {
         NewTask {

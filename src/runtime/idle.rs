@@ -72,11 +72,7 @@ impl Idle {
     /// A worker starts (`true`) or ends a watching park.
     #[inline]
     pub(crate) fn set_watching(&self, watching: bool) {
-        if watching {
-            self.num_watching.fetch_add(1, Relaxed);
-        } else {
-            self.num_watching.fetch_sub(1, Relaxed);
-        }
+        count(&self.num_watching, watching);
     }
 
     /// Waker side: a lone fiber was made runnable into the caller's wake
@@ -94,11 +90,7 @@ impl Idle {
     /// A worker started (`true`) or stopped running fibers.
     #[inline]
     pub(crate) fn set_busy(&self, busy: bool) {
-        if busy {
-            self.num_busy.fetch_add(1, Relaxed);
-        } else {
-            self.num_busy.fetch_sub(1, Relaxed);
-        }
+        count(&self.num_busy, busy);
     }
 
     /// Workers running fibers now (a relaxed hint).
@@ -212,5 +204,15 @@ impl Idle {
             self.claim(ws, i);
             ws.unpark(i);
         }
+    }
+}
+
+/// One more (`up`) or one fewer in a relaxed hint counter.
+#[inline]
+fn count(c: &AtomicUsize, up: bool) {
+    if up {
+        c.fetch_add(1, Relaxed);
+    } else {
+        c.fetch_sub(1, Relaxed);
     }
 }

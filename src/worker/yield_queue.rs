@@ -132,11 +132,7 @@ mod tests {
     use super::*;
     use crate::fiber::task::Task;
 
-    struct Nop;
-    impl crate::fiber::packet::FiberMain for Nop {
-        fn run(self: Box<Self>) {}
-        fn fail(self: Box<Self>, _e: crate::error::JoinError) {}
-    }
+    use crate::fiber::packet::NopMain as Nop;
 
     fn task(id: u64) -> TaskRef {
         Task::new(id, None, crate::fiber::DEFAULT_STACK_SIZE, None, Box::new(Nop))

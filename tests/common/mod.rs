@@ -2,9 +2,11 @@
 //! part of them.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use numafiber::fiber;
+use numafiber::{fiber, Runtime};
 use numafiber::sync::{Barrier, Mutex};
 
 /// The text of a panic payload (`String` or `&str`), empty otherwise.
@@ -38,4 +40,25 @@ pub fn lock_cycle() {
         .unwrap();
     fiber::await_fiber(h1);
     fiber::await_fiber(h2);
+}
+
+/// Worker 1 spins in a pinned fiber until `release` is set (or 120 s, so
+/// that a broken test fails instead of hanging). Returns once it spins.
+pub fn occupy_worker1(rt: &Runtime, release: &Arc<AtomicBool>) -> fiber::JoinHandle<()> {
+    let started = Arc::new(AtomicBool::new(false));
+    let (s, r) = (started.clone(), release.clone());
+    let h = fiber::Builder::new()
+        .worker(1)
+        .spawn_on(rt, move || {
+            s.store(true, SeqCst);
+            let t0 = Instant::now();
+            while !r.load(SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap();
+    while !started.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    h
 }
