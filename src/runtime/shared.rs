@@ -570,6 +570,18 @@ impl Shared {
     /// [`Shared::push_spawned`].
     #[inline]
     pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
+        if self.put_in_slot(me, deque, task) {
+            self.notify_idle();
+        } else {
+            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
+        }
+    }
+
+    /// The queue half of `push_local` / `push_spawned`: `task` into `me`'s
+    /// wake slot, the entry it displaces onto the deque, then the placement
+    /// probe's publication. Returns whether an entry was displaced.
+    #[inline(always)]
+    fn put_in_slot(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) -> bool {
         let ws = &self.workers[me];
         let prev = ws.wake_slot.put(task);
         let displaced = prev.is_some();
@@ -577,11 +589,7 @@ impl Shared {
             deque.push(Runnable::Task(prev));
         }
         ws.note_own_push(deque);
-        if displaced {
-            self.notify_idle();
-        } else {
-            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
-        }
+        displaced
     }
 
     /// [`Shared::push_local`] for a fiber just *spawned* here: one sleeper
@@ -595,11 +603,7 @@ impl Shared {
     /// spawned entry wakes a sleeper", `runtime/README.md`).
     #[inline]
     pub(crate) fn push_spawned(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
-        let ws = &self.workers[me];
-        if let Some(prev) = ws.wake_slot.put(task) {
-            deque.push(Runnable::Task(prev));
-        }
-        ws.note_own_push(deque);
+        self.put_in_slot(me, deque, task);
         self.notify_idle();
     }
 
