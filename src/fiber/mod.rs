@@ -372,10 +372,6 @@ where
     if !placed_by_policy {
         shared.sched.record_placement_on_spawner_thread(me, target);
     }
-    // The closure and the packet in one allocation (issue 15).
-    // SAFETY: the caller's contract keeps every borrow of `f` alive until
-    // the fiber is finished or destroyed.
-    let (main, packet) = unsafe { packet::new_main(f) };
     // Reclaim (`task` module docs): the spawning fiber may run this child
     // itself when it joins it unstarted, if placement sent it to another
     // worker of this node with a stealing policy (the thesis' node choice
@@ -393,20 +389,45 @@ where
         pinned,
         placed: pinned.unwrap_or(target),
         reclaim_by,
-        entry: main,
+        entry: None,
     };
-    let task = match (local, me) {
-        (Some(w), Some(m)) => {
-            let counters = &shared.workers[m].counters;
-            Counters::bump(&counters.spawned, 1);
-            // A finished task's memory from this worker's pool, if any
-            // (`task_pool`).
-            w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
+    let make_task = |entry: Option<task::Entry>| {
+        let new = task::NewTask { entry, ..new };
+        match (local, me) {
+            (Some(w), Some(m)) => {
+                let counters = &shared.workers[m].counters;
+                Counters::bump(&counters.spawned, 1);
+                // A finished task's memory from this worker's pool, if any
+                // (`task_pool`).
+                w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
+            }
+            _ => {
+                shared.foreign_spawned.fetch_add(1, Relaxed);
+                Arc::new(new.into_task())
+            }
         }
-        _ => {
-            shared.foreign_spawned.fetch_add(1, Relaxed);
-            Arc::new(new.into_task())
-        }
+    };
+    let (task, packet) = if packet::fits_in_task::<F, T>() {
+        // The closure and the packet in the task itself: no allocation
+        // (`packet` module docs, "In the task").
+        let task = make_task(None);
+        // SAFETY: the caller's contract keeps every borrow of `f` alive
+        // until the fiber is finished or destroyed; `task` was just made
+        // (its slot empty: `write_over` resets it) and nobody else can
+        // reach it until we clone or queue it below; it fits; the handle
+        // built below holds a `TaskRef` as long as its `PacketRef`.
+        let (entry, packet) = unsafe { packet::new_in_task(&task.main, f) };
+        // SAFETY: the spawner holds the new task's run permission until it
+        // queues the task (`task` module docs, step 1): nobody else
+        // touches the body.
+        unsafe { task.body().entry = Some(entry) };
+        (task, packet)
+    } else {
+        // The closure and the packet in one allocation (issue 15).
+        // SAFETY: the caller's contract keeps every borrow of `f` alive
+        // until the fiber is finished or destroyed.
+        let (entry, packet) = unsafe { packet::new_main(f) };
+        (make_task(Some(entry)), packet)
     };
     let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
     if work_first {
@@ -427,7 +448,7 @@ where
 /// entries in the inbox the child was placed in, a join waits instead (the
 /// surplus entries of reclaimed children are dropped only when that worker
 /// or a thief gets to them, so a worker stuck in one long fiber must not
-/// collect them without bound: about 200 bytes each).
+/// collect them without bound: about 350 bytes each).
 const RECLAIM_INBOX_LIMIT: usize = 1024;
 
 /// The running fiber joins `task` (not finished yet). If it spawned the
@@ -510,10 +531,25 @@ impl<T> Drop for JoinHandle<T> {
         // an abandoned `join_watching`): `fiber::packet`'s protocol.
         // SAFETY: the handle is its packet's one owner.
         unsafe { self.packet.clear_waiter() };
+        // An in-task packet dies with the task, not with an `Arc` of its
+        // own: leave it to the fiber (which then drops the result on its
+        // stack), or take the result out if it is there (`packet` module
+        // docs, "Detaching"). A joined handle (`TAKEN`) only loads.
+        let detached = if self.packet.in_task() {
+            // SAFETY: the one owner, waiter withdrawn just above, and the
+            // packet is not used again (the field is only dropped: a plain
+            // pointer).
+            unsafe { self.packet.detach() }
+        } else {
+            None
+        };
         // SAFETY: the field is taken only here, once, and not used after.
         let t = unsafe { std::mem::ManuallyDrop::take(&mut self.task) };
         // After a join this is usually the task's last reference.
         task_pool::release(t);
+        // Dropped here, as the handle's last `Arc` dropped it before: a
+        // destructor's panic reaches the handle's owner.
+        drop(detached);
     }
 }
 
@@ -1302,7 +1338,7 @@ pub struct Scope<'scope, 'env: 'scope> {
     shared: Arc<Shared>,
     /// Children and their packets. The packets' lifetime is erased to
     /// `'static` (see `Scope::spawn`).
-    children: Mutex<Vec<(TaskRef, Arc<dyn Completion + Send + Sync>)>>,
+    children: Mutex<Vec<(TaskRef, packet::CompletionRef)>>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -1340,7 +1376,9 @@ impl<'scope> Scope<'scope, '_> {
         // Lifetime-erased already (`packet::new_main`): `scope` drops
         // every entry of `children` before it returns, i.e. while 'scope
         // is still alive, and only waits for completion through them.
-        let c = h.packet.completion();
+        // SAFETY: the view is kept beside a `TaskRef` of the child's task,
+        // which keeps an in-task packet alive.
+        let c = unsafe { h.packet.completion() };
         self.children.lock().unwrap_or_else(|e| e.into_inner()).push(((*h.task).clone(), c));
         ScopedJoinHandle { inner: h, _scope: PhantomData }
     }
@@ -1379,7 +1417,7 @@ where
     // fiber (shutdown drain, `block_on`'s deadlock path) that starts inside
     // the wait below still destroys or awaits the children, which borrow
     // from our frame, before the frame goes.
-    struct Children(Vec<(TaskRef, Arc<dyn Completion + Send + Sync>)>);
+    struct Children(Vec<(TaskRef, packet::CompletionRef)>);
     impl Drop for Children {
         fn drop(&mut self) {
             for (t, c) in &self.0 {

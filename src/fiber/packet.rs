@@ -190,6 +190,7 @@ const WAITING: usize = 8;
 const WOKEN: usize = 16;
 const TAKEN: usize = 32;
 const MORE: usize = 64;
+const DETACHED: usize = 128;
 
 /// The owner's waiter in the inline slot: plain pointers for a fiber (valid
 /// while the owner waits, module docs), a thread handle for a thread.
@@ -300,8 +301,13 @@ impl<T> Packet<T> {
     /// # Safety
     /// No other completion of this packet ever happens: neither another
     /// `complete_unique` nor [`Packet::complete`].
+    ///
+    /// Returns the result back when the owner detached first
+    /// ([`Packet::detach`]: a spawn whose packet lives in its task): the
+    /// completer then drops it (on the fiber's stack). `None` otherwise.
     #[inline]
-    pub(crate) unsafe fn complete_unique(&self, r: Result<T, JoinError>) {
+    #[must_use = "a detached result must be dropped by the caller"]
+    pub(crate) unsafe fn complete_unique(&self, r: Result<T, JoinError>) -> Option<Result<T, JoinError>> {
         let p = if matches!(&r, Err(e) if e.is_panic()) { PANICKED } else { 0 };
         // SAFETY: before `DONE` the result cell is the completer's, and we
         // are the only one (caller).
@@ -310,6 +316,46 @@ impl<T> Packet<T> {
         debug_assert_eq!(prev & (DONE | CLAIMED), 0, "a packet completes once");
         // SAFETY: we just set `DONE` and `prev` is the word before.
         unsafe { self.after_done(prev) };
+        if prev & DETACHED == 0 {
+            return None;
+        }
+        // SAFETY: the owner's `fetch_or(DETACHED)` came before our
+        // `fetch_or(DONE)` on the one word, so it saw no `DONE` and left
+        // for good: it never touches the result cell again (module docs,
+        // "Detaching"). The cell is ours again.
+        self.result.with_mut(|c| unsafe { (*c).take() })
+    }
+
+    /// Owner, leaving without taking the result (a `JoinHandle` dropped
+    /// unjoined, whose packet lives in its task): after this call the
+    /// owner never touches the packet again. Returns the result when the
+    /// packet was done already: the caller drops it. Otherwise the
+    /// completer will (`complete_unique` returns it there). A packet whose
+    /// result was taken is left alone. `TAKEN` is not set, so a scope
+    /// still sees an unjoined panic (`Completion::unjoined_panic`).
+    ///
+    /// # Safety
+    /// The caller is the packet's owner, has withdrawn its inline waiter
+    /// (`clear_waiter`) and does not use the packet afterwards. The
+    /// packet's completer is a [`Main`] (`complete_unique`), never the
+    /// general [`Packet::complete`], which ignores `DETACHED`.
+    #[inline]
+    pub(crate) unsafe fn detach(&self) -> Option<Result<T, JoinError>> {
+        if self.state.load(Acquire) & TAKEN != 0 {
+            // Joined (the owner's own store: no race).
+            return None;
+        }
+        let prev = self.state.fetch_or(DETACHED, AcqRel);
+        if prev & DONE == 0 {
+            return None;
+        }
+        // Done before we detached: the result is the owner's (the AcqRel
+        // RMW read the completer's `DONE` RMW). The waiter was withdrawn,
+        // so `settled` returns at once unless the completer still wakes
+        // a waiter registered before (`clear_waiter` waited for that).
+        self.settled();
+        // SAFETY: `DONE`, settled, and we are the owner.
+        self.result.with_mut(|c| unsafe { (*c).take() })
     }
 
     /// Publish `r` unless the packet was completed already (then `r` is
@@ -608,11 +654,14 @@ impl<T> Completion for Packet<T> {
     }
 }
 
-/// What a `Task` runs: a boxed [`FiberMain`] (fork-join runners, tests), or
-/// a spawned fiber's [`MainPacket`], shared with its `JoinHandle`.
+/// What a `Task` runs: a boxed [`FiberMain`] (fork-join runners, tests),
+/// a spawned fiber's [`MainPacket`] shared with its `JoinHandle` through an
+/// `Arc` ([`FiberEntry`]), or one that lives in the task itself
+/// ([`InTaskEntry`], module docs "In the task").
 pub(crate) enum Entry {
     Boxed(Box<dyn FiberMain>),
     Fiber(FiberEntry),
+    InTask(InTaskEntry),
 }
 
 impl<M: FiberMain + 'static> From<Box<M>> for Entry {
@@ -627,6 +676,7 @@ impl Entry {
         match self {
             Entry::Boxed(m) => m.run(),
             Entry::Fiber(e) => e.into_inner().run(),
+            Entry::InTask(e) => e.run(),
         }
     }
 
@@ -635,6 +685,7 @@ impl Entry {
         match self {
             Entry::Boxed(m) => m.fail(e),
             Entry::Fiber(f) => f.into_inner().fail(e),
+            Entry::InTask(m) => m.fail(e),
         }
     }
 }
@@ -668,8 +719,9 @@ pub(crate) trait SharedMain: Send + Sync {
     fn cancel(&self);
 }
 
-/// A spawned fiber's closure and its join packet in one allocation (issue
-/// 15): the task's entry holds one reference, the `JoinHandle` the other.
+/// A spawned fiber's closure and its join packet, either in one `Arc`
+/// (the task's entry holds one reference, the `JoinHandle` the other) or
+/// in its task's [`MainSlot`] (module docs, "In the task").
 /// The closure cell is touched only by the holder of the fiber's run
 /// permission (`fiber::task`): the worker that runs it, or the drain.
 pub(crate) struct MainPacket<F, T> {
@@ -683,25 +735,34 @@ pub(crate) struct MainPacket<F, T> {
 unsafe impl<F: Send, T: Send> Sync for MainPacket<F, T> {}
 
 impl<F, T> MainPacket<F, T> {
+    fn new(f: F) -> MainPacket<F, T> {
+        MainPacket { packet: Packet::empty(), f: std::cell::UnsafeCell::new(Some(f)) }
+    }
+
     /// Complete as cancelled unless done, then drop the closure if it is
     /// still there.
     fn cancel_now(&self) {
         if !self.packet.is_done() {
             // SAFETY: a `MainPacket`'s packet has one completer, this
-            // fiber (`new_main`), and it has not completed (not done).
-            unsafe { self.packet.complete_unique(Err(JoinError::cancelled())) };
+            // fiber (`new_main`, `new_in_task`), and it has not completed
+            // (not done). A detached `JoinError::cancelled` handed back
+            // runs no user code when dropped here.
+            drop(unsafe { self.packet.complete_unique(Err(JoinError::cancelled())) });
         }
         // SAFETY: the run permission (type docs): ours.
         drop(unsafe { (*self.f.get()).take() });
     }
 }
 
-impl<F, T> SharedMain for MainPacket<F, T>
+impl<F, T> MainPacket<F, T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(self: Arc<Self>) {
+    /// Run the closure and publish its result. Returns the result when
+    /// the owner detached first (in-task packets only): the caller drops
+    /// it with [`drop_on_fiber`].
+    fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
         let r = catch_unwind(AssertUnwindSafe(f));
@@ -725,26 +786,50 @@ where
         // SAFETY: this fiber is its packet's one completer (`new_main`),
         // completing once: not done yet (only `cancel`, never called on a
         // started fiber, and `fail`, only for unstarted ones, complete too).
-        unsafe { self.packet.complete_unique(r) };
-        // A detached fiber's packet dies with us: its value (or panic
-        // payload) is dropped here, on the fiber's stack. A destructor that
-        // panics there must not escape the fiber (it would reach the worker
-        // loop and abort the process): contain and report it.
-        let id = crate::fiber::current_id();
-        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(self))) {
-            report_contained_drop_panic(id, "a detached fiber's result", &*p);
-            // That panic's payload may panic when dropped as well: then
-            // leak it rather than loop.
-            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
-                std::mem::forget(again);
-            }
-        }
+        unsafe { self.packet.complete_unique(r) }
     }
-    fn fail(self: Arc<Self>, e: JoinError) {
-        // SAFETY: as in `run`; an unstarted fiber, not completed.
-        unsafe { self.packet.complete_unique(Err(e)) };
+
+    /// The fiber cannot run: publish `e` and drop the closure.
+    fn fail_here(&self, e: JoinError) {
+        // SAFETY: as in `run_here`; an unstarted fiber, not completed. A
+        // detached `JoinError` handed back runs no user code when dropped.
+        drop(unsafe { self.packet.complete_unique(Err(e)) });
         // SAFETY: the run permission (type docs).
         drop(unsafe { (*self.f.get()).take() });
+    }
+}
+
+/// Drop what a finished fiber's result leaves to the fiber (a detached
+/// fiber's value or panic payload, the last reference of its
+/// `MainPacket`), here on the fiber's stack. A destructor that panics here
+/// must not escape the fiber (it would reach the worker loop and abort the
+/// process): contain and report it.
+fn drop_on_fiber<X>(x: X) {
+    let id = crate::fiber::current_id();
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        report_contained_drop_panic(id, "a detached fiber's result", &*p);
+        // That panic's payload may panic when dropped as well: then
+        // leak it rather than loop.
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
+impl<F, T> SharedMain for MainPacket<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn run(self: Arc<Self>) {
+        let detached = self.run_here();
+        // A detached fiber's packet dies with us: its value (or panic
+        // payload) is dropped here, on the fiber's stack. (`detached` is
+        // `None`: nobody calls `detach` on an `Arc` packet.)
+        drop_on_fiber((detached, self));
+    }
+    fn fail(self: Arc<Self>, e: JoinError) {
+        self.fail_here(e);
     }
     fn cancel(&self) {
         self.cancel_now();
@@ -763,15 +848,18 @@ impl<F: Send, T: Send> Completion for MainPacket<F, T> {
     }
 }
 
-/// The `JoinHandle`'s share of a [`MainPacket`]: the packet (a pointer
-/// into the shared allocation, for direct calls) and the counted owner.
+/// The `JoinHandle`'s share of a fiber's packet: a pointer to it (for
+/// direct calls) and, for an `Arc` [`MainPacket`], the counted owner. An
+/// in-task packet has no owner here: the handle's `TaskRef` keeps the task,
+/// and with it the packet, alive.
 pub(crate) struct PacketRef<T> {
     packet: std::ptr::NonNull<Packet<T>>,
-    owner: Arc<dyn Completion + Send + Sync>,
+    owner: Option<Arc<dyn Completion + Send + Sync>>,
 }
 
 // SAFETY: a `PacketRef` is an `Arc` of a `Send + Sync` allocation (for
-// `T: Send`) plus a pointer into it.
+// `T: Send`) plus a pointer into it, or a pointer into a task (`Sync`)
+// that its holder keeps alive; `Packet<T>` is `Send + Sync` for `T: Send`.
 unsafe impl<T: Send> Send for PacketRef<T> {}
 // SAFETY: as for `Send`.
 unsafe impl<T: Send> Sync for PacketRef<T> {}
@@ -780,15 +868,66 @@ impl<T> std::ops::Deref for PacketRef<T> {
     type Target = Packet<T>;
     #[inline]
     fn deref(&self) -> &Packet<T> {
-        // SAFETY: points into the allocation `owner` keeps alive.
+        // SAFETY: points into the allocation `owner` keeps alive, or into
+        // the task the holder keeps alive (`new_in_task`'s contract).
         unsafe { self.packet.as_ref() }
     }
 }
 
 impl<T> PacketRef<T> {
-    /// The packet as a scope sees it (a counted, type-erased reference).
-    pub(crate) fn completion(&self) -> Arc<dyn Completion + Send + Sync> {
-        self.owner.clone()
+    /// Whether the packet lives in its task (owner side: `detach` on drop).
+    #[inline]
+    pub(crate) fn in_task(&self) -> bool {
+        self.owner.is_none()
+    }
+
+    /// The packet as a scope sees it (type-erased).
+    ///
+    /// # Safety
+    /// For an in-task packet the result points into the task: the caller
+    /// uses it only while it holds a `TaskRef` of the handle's task (a
+    /// scope keeps one beside it).
+    pub(crate) unsafe fn completion(&self) -> CompletionRef
+    where
+        T: Send,
+    {
+        match &self.owner {
+            Some(o) => CompletionRef::Shared(o.clone()),
+            None => {
+                let p: std::ptr::NonNull<dyn Completion + Send + Sync + '_> = self.packet;
+                // SAFETY: lifetime erasure only; the caller uses the
+                // pointer while the task is alive, and the packet's `T`
+                // values are gone or taken by then only through the owner
+                // and completer, never through this view (it reads the
+                // state word).
+                CompletionRef::InTask(unsafe { std::mem::transmute(p) })
+            }
+        }
+    }
+}
+
+/// A scope's view of a child's packet (`PacketRef::completion`).
+pub(crate) enum CompletionRef {
+    Shared(Arc<dyn Completion + Send + Sync>),
+    /// Into the child's task; valid while a `TaskRef` of it is held.
+    InTask(std::ptr::NonNull<dyn Completion + Send + Sync>),
+}
+
+// SAFETY: an `Arc` of a `Send + Sync` value, or a pointer to a `Sync`
+// packet inside a task kept alive by its holder (`completion`'s contract).
+unsafe impl Send for CompletionRef {}
+// SAFETY: as for `Send`: only `&self` methods of a `Sync` value.
+unsafe impl Sync for CompletionRef {}
+
+impl std::ops::Deref for CompletionRef {
+    type Target = dyn Completion + Send + Sync;
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        match self {
+            CompletionRef::Shared(a) => &**a,
+            // SAFETY: the task is alive (`completion`'s contract).
+            CompletionRef::InTask(p) => unsafe { p.as_ref() },
+        }
     }
 }
 
@@ -802,7 +941,7 @@ where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
-    let m = Arc::new(MainPacket { packet: Packet::empty(), f: std::cell::UnsafeCell::new(Some(f)) });
+    let m = Arc::new(MainPacket::new(f));
     let packet = std::ptr::NonNull::from(&m.packet);
     let owner: Arc<dyn Completion + Send + Sync + 'a> = m.clone();
     let main: Arc<dyn SharedMain + 'a> = m;
@@ -812,7 +951,184 @@ where
     let owner: Arc<dyn Completion + Send + Sync> = unsafe { std::mem::transmute(owner) };
     // SAFETY: as above.
     let main: Arc<dyn SharedMain> = unsafe { std::mem::transmute(main) };
-    (Entry::Fiber(FiberEntry(std::mem::ManuallyDrop::new(main))), PacketRef { packet, owner })
+    (Entry::Fiber(FiberEntry(std::mem::ManuallyDrop::new(main))), PacketRef { packet, owner: Some(owner) })
+}
+
+// ----- in the task (module docs) -----
+
+/// Bytes a [`MainSlot`] holds: a `MainPacket` whose closure and result are
+/// small (`Packet<()>` takes 96 bytes here, so captures plus result up to
+/// 64 bytes fit; BENCHMARKS.md, "Spawn without an allocation"). Under
+/// `cfg(loom)` the loom types are larger: 1 KiB, so the models run this
+/// path.
+#[cfg(not(loom))]
+pub(crate) const MAIN_IN_TASK_SIZE: usize = 128;
+#[cfg(loom)]
+pub(crate) const MAIN_IN_TASK_SIZE: usize = 1024;
+/// Alignment of a [`MainSlot`]'s buffer (`MainBuf`'s `repr`).
+pub(crate) const MAIN_IN_TASK_ALIGN: usize = 16;
+
+#[repr(C, align(16))]
+struct MainBuf(std::mem::MaybeUninit<[u8; MAIN_IN_TASK_SIZE]>);
+
+/// Whether a spawn of `F` returning `T` keeps its closure and packet in
+/// its task (size and alignment fit the [`MainSlot`]).
+#[inline(always)]
+pub(crate) const fn fits_in_task<F, T>() -> bool {
+    std::mem::size_of::<MainPacket<F, T>>() <= MAIN_IN_TASK_SIZE
+        && std::mem::align_of::<MainPacket<F, T>>() <= MAIN_IN_TASK_ALIGN
+}
+
+/// A task's room for its fiber's [`MainPacket`] (module docs, "In the
+/// task"). `vt` is `Some` exactly while `buf` holds a live `MainPacket` of
+/// the types `vt` was made for.
+pub(crate) struct MainSlot {
+    vt: std::cell::Cell<Option<&'static InTaskVt>>,
+    buf: std::cell::UnsafeCell<MainBuf>,
+}
+
+impl MainSlot {
+    pub(crate) fn empty() -> MainSlot {
+        MainSlot { vt: std::cell::Cell::new(None), buf: std::cell::UnsafeCell::new(MainBuf(std::mem::MaybeUninit::uninit())) }
+    }
+
+    /// Drop the `MainPacket` this slot holds, if any (a recycled task:
+    /// `NewTask::write_over`; a task freed: `Drop`). Exclusive access
+    /// (`&mut`): no entry, handle or scope of the old fiber is left (each
+    /// held a `TaskRef`), so its closure was taken and its result taken or
+    /// dropped: the drop frees no user value (module docs).
+    #[inline]
+    pub(crate) fn reset(&mut self) {
+        if let Some(vt) = self.vt.take() {
+            // SAFETY: `vt` is `Some`: `buf` holds a live `MainPacket` of
+            // `vt`'s types, dropped once (`vt` is now `None`).
+            unsafe { (vt.drop)(self.buf_ptr()) };
+        }
+    }
+
+    fn buf_ptr(&self) -> std::ptr::NonNull<u8> {
+        // SAFETY: `UnsafeCell::get` is never null.
+        unsafe { std::ptr::NonNull::new_unchecked(self.buf.get().cast::<u8>()) }
+    }
+}
+
+impl Drop for MainSlot {
+    fn drop(&mut self) {
+        self.reset();
+    }
+}
+
+/// What an [`InTaskEntry`] and a [`MainSlot`] do with the `MainPacket<F,
+/// T>` in the slot, for the `F` and `T` of its spawn.
+pub(crate) struct InTaskVt {
+    run: unsafe fn(std::ptr::NonNull<u8>),
+    fail: unsafe fn(std::ptr::NonNull<u8>, JoinError),
+    cancel: unsafe fn(std::ptr::NonNull<u8>),
+    drop: unsafe fn(std::ptr::NonNull<u8>),
+}
+
+impl<F, T> MainPacket<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    const IN_TASK_VT: InTaskVt = InTaskVt {
+        run: Self::run_in_task,
+        fail: Self::fail_in_task,
+        cancel: Self::cancel_in_task,
+        drop: Self::drop_in_task,
+    };
+
+    /// # Safety (all four)
+    /// `p` points to a live `MainPacket<F, T>` in a task the caller keeps
+    /// alive; `run`, `fail`, `cancel`: the caller holds the run permission
+    /// and calls one of them once (`InTaskEntry`); `drop`: the caller has
+    /// exclusive access (`MainSlot::reset`).
+    unsafe fn run_in_task(p: std::ptr::NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        let m = unsafe { p.cast::<Self>().as_ref() };
+        drop_on_fiber(m.run_here());
+    }
+    unsafe fn fail_in_task(p: std::ptr::NonNull<u8>, e: JoinError) {
+        // SAFETY: the caller's contract.
+        unsafe { p.cast::<Self>().as_ref() }.fail_here(e);
+    }
+    unsafe fn cancel_in_task(p: std::ptr::NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        unsafe { p.cast::<Self>().as_ref() }.cancel_now();
+    }
+    unsafe fn drop_in_task(p: std::ptr::NonNull<u8>) {
+        // SAFETY: the caller's contract: live, exclusive, dropped once.
+        unsafe { std::ptr::drop_in_place(p.cast::<Self>().as_ptr()) };
+    }
+}
+
+/// A spawned fiber's entry whose `MainPacket` lives in its task's
+/// [`MainSlot`]. Dropped without running, it publishes
+/// `JoinError::cancelled`, like a [`FiberEntry`].
+pub(crate) struct InTaskEntry {
+    main: std::ptr::NonNull<u8>,
+    vt: &'static InTaskVt,
+}
+
+// SAFETY: the entry is a claim on a `MainPacket` in its own task; it is
+// used (run, failed or dropped) only by the holder of that task's run
+// permission, which moves between threads with a happens-before edge
+// (`fiber::task`), while the task is alive (the entry lives in the task's
+// body, or in a local of the party holding the task). `F: Send` was
+// required at spawn.
+unsafe impl Send for InTaskEntry {}
+
+impl InTaskEntry {
+    fn run(self) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `main` is the live `MainPacket` of `vt`'s types in the
+        // running fiber's task (alive: the worker holds it while the
+        // coroutine runs); we hold the run permission; consumed once (`me`
+        // is never dropped).
+        unsafe { (me.vt.run)(me.main) }
+    }
+    fn fail(self, e: JoinError) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: as in `run` (the worker holds the task).
+        unsafe { (me.vt.fail)(me.main, e) }
+    }
+}
+
+impl Drop for InTaskEntry {
+    fn drop(&mut self) {
+        // SAFETY: as in `run`: the holder of the permission drops the
+        // entry (the drain, or the task's own drop: `body` drops before
+        // `main`, `Task`'s field order), once.
+        unsafe { (self.vt.cancel)(self.main) }
+    }
+}
+
+/// A spawned fiber's closure and packet in `task`'s [`MainSlot`]: the
+/// entry to put in its body and the handle's packet.
+///
+/// # Safety
+/// As [`new_main`] (borrows of `f` outlive the fiber), and: `task` was just
+/// made (`TaskPool::alloc`) and is reachable by nobody else yet, its slot
+/// is empty (`write_over` reset it), `fits_in_task::<F, T>()` holds, and
+/// the returned `PacketRef` is used only while a `TaskRef` of `task` is
+/// held (the `JoinHandle` keeps one).
+#[inline]
+pub(crate) unsafe fn new_in_task<'a, F, T>(slot: &MainSlot, f: F) -> (Entry, PacketRef<T>)
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    debug_assert!(fits_in_task::<F, T>() && slot.vt.get().is_none());
+    let p = slot.buf_ptr();
+    // SAFETY: the buffer is large and aligned enough (`fits_in_task`),
+    // empty, and nobody else can reach the task (caller).
+    unsafe { p.cast::<MainPacket<F, T>>().as_ptr().write(MainPacket::new(f)) };
+    let vt: &'static InTaskVt = &MainPacket::<F, T>::IN_TASK_VT;
+    slot.vt.set(Some(vt));
+    // SAFETY: just written; a field pointer of a live value.
+    let packet = unsafe { std::ptr::NonNull::from(&p.cast::<MainPacket<F, T>>().as_ref().packet) };
+    (Entry::InTask(InTaskEntry { main: p, vt }), PacketRef { packet, owner: None })
 }
 
 /// The body of a fiber, type-erased.
@@ -843,4 +1159,21 @@ pub(crate) fn report_contained_drop_panic(id: Option<u64>, what: &str, p: &(dyn 
         .unwrap_or("<non-string payload>");
     let who = id.map_or_else(|| "a fiber".to_string(), |i| format!("fiber {i}"));
     eprintln!("numafiber: the destructor of {what} of {who} panicked ({msg}); contained, the runtime goes on");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_task_sizes() {
+        type Empty = fn();
+        eprintln!(
+            "Packet<()> {} MainPacket<fn(),()> {} MainPacket<[u64;2] closure,u64> {} Task {}",
+            std::mem::size_of::<Packet<()>>(),
+            std::mem::size_of::<MainPacket<Empty, ()>>(),
+            std::mem::size_of::<MainPacket<[u64; 2], u64>>(),
+            std::mem::size_of::<Task>()
+        );
+    }
 }

@@ -100,6 +100,7 @@ pub(crate) enum Suspend {
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
 pub(crate) use crate::fiber::packet::Entry;
+use crate::fiber::packet::MainSlot;
 pub(crate) type TaskRef = Arc<Task>;
 
 /// Lifecycle values (low two bits of `state`).
@@ -176,6 +177,11 @@ pub(crate) struct Task {
     /// spuriously, which every park already tolerates.
     timer_gen: AtomicU64,
     body: UnsafeCell<Body>,
+    /// A spawned fiber's closure and join packet when they fit
+    /// (`fiber::packet`, "In the task"). Declared after `body`, so it is
+    /// dropped after it: an unrun entry or a suspended coroutine dropped
+    /// with the task still completes the packet in here.
+    pub(crate) main: MainSlot,
 }
 
 /// Values of `Task::wait_kind`.
@@ -261,7 +267,9 @@ pub(crate) struct NewTask {
     pub(crate) placed: usize,
     /// The fiber that may reclaim it, or 0 (`Task::reclaim_by`).
     pub(crate) reclaim_by: u64,
-    pub(crate) entry: Entry,
+    /// `None` for a spawn that puts its entry in afterwards, with its
+    /// closure in the task (`fiber::packet::new_in_task`).
+    pub(crate) entry: Option<Entry>,
 }
 
 impl NewTask {
@@ -281,7 +289,8 @@ impl NewTask {
             wait_obj: AtomicU64::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             timer_gen: AtomicU64::new(0),
-            body: UnsafeCell::new(Body { entry: Some(self.entry), coro: None, yielder: std::ptr::null(), registered: false }),
+            body: UnsafeCell::new(Body { entry: self.entry, coro: None, yielder: std::ptr::null(), registered: false }),
+            main: MainSlot::empty(),
         }
     }
 
@@ -289,7 +298,9 @@ impl NewTask {
     /// would build, field by field (no copy of a whole `Task` through the
     /// stack). The destructuring names every field, so a field added to
     /// `Task` without a reset here does not compile. The old values are
-    /// dropped; for a spent task (`Task::is_spent`) that is only its name.
+    /// dropped; for a spent task (`Task::is_spent`) that is only its name
+    /// and its spent in-task `MainPacket`, whose closure and result cells
+    /// are empty by then (`fiber::packet`, "In the task"): no user value.
     #[inline]
     pub(crate) fn write_over(self, t: &mut Task) {
         let Task {
@@ -307,6 +318,7 @@ impl NewTask {
             wait_signalled,
             timer_gen,
             body,
+            main,
         } = t;
         *id = self.id;
         *name = self.name;
@@ -321,8 +333,11 @@ impl NewTask {
         *wait_obj = AtomicU64::new(0);
         *wait_signalled = crate::loom::sync::atomic::AtomicBool::new(false);
         *timer_gen = AtomicU64::new(0);
+        // The old fiber's closure and packet: gone, so a recycled task never
+        // shows a previous fiber's value.
+        main.reset();
         let body = body.get_mut();
-        body.entry = Some(self.entry);
+        body.entry = self.entry;
         body.coro = None;
         body.yielder = std::ptr::null();
         body.registered = false;
@@ -356,7 +371,7 @@ impl Task {
         entry: impl Into<Entry>,
     ) -> TaskRef {
         let placed = pinned.unwrap_or(0);
-        Arc::new(NewTask { id, name, stack_size, pinned, placed, reclaim_by: 0, entry: entry.into() }.into_task())
+        Arc::new(NewTask { id, name, stack_size, pinned, placed, reclaim_by: 0, entry: Some(entry.into()) }.into_task())
     }
 
     /// Finished and holding nothing that runs code when dropped: no

@@ -240,7 +240,8 @@ impl<T: Send + 'static> JoinPacket<T> {
         let task = Task::new(2, None, 0, None, Box::new(NopMain));
         match &*self.0 {
             Kind::Latch(p) => crate::fiber::wait_child(&task, &**p),
-            Kind::Fiber(r) => crate::fiber::wait_child(&task, &*r.completion()),
+            // SAFETY: an `Arc` packet (`new_main`), used while `r` lives.
+            Kind::Fiber(r) => crate::fiber::wait_child(&task, &*unsafe { r.completion() }),
         }
     }
     /// The child panicked and its panic was not taken (`scope`'s check).

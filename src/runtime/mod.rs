@@ -1022,7 +1022,7 @@ pub struct WorkerStats {
     /// stolen [`fiber::join`](crate::fiber::join) job) whose control block
     /// reused the memory of a finished fiber from this worker's pool
     /// instead of a new allocation. A worker keeps up to 256 finished
-    /// fibers' blocks (about 200 bytes each) for that, so the memory of a
+    /// fibers' blocks (about 350 bytes each) for that, so the memory of a
     /// fiber started on one worker and finished on another is not freed
     /// across threads (which contends on the allocator's locks).
     ///

@@ -647,7 +647,7 @@ impl WorkerLocal {
             pinned: None,
             placed: self.index,
             reclaim_by: 0,
-            entry: Box::new(JobMain::new(j)).into(),
+            entry: Some(Box::new(JobMain::new(j)).into()),
         };
         let t = self.tasks.alloc(new, &self.counters().tasks_reused, &self.shared.task_spill);
         // SAFETY: we consumed the JobRef from a queue.
