@@ -1079,3 +1079,91 @@ fn wake_slot_take_vs_steal() {
         assert!(mine != stolen, "exactly one party takes the entry: owner {mine}, thief {stolen}");
     });
 }
+
+// ---------------------------------------------------------------------
+// The packet in the task (`fiber::packet`, "In the task", "Detaching")
+// ---------------------------------------------------------------------
+
+/// A value whose drops are counted (loom atomics: ordered with the joins).
+struct Counted(Arc<loom::sync::atomic::AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, loom::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counter() -> Arc<loom::sync::atomic::AtomicUsize> {
+    Arc::new(loom::sync::atomic::AtomicUsize::new(0))
+}
+
+/// The in-task packet joined while the fiber completes: as
+/// `join_vs_complete`, through the task's slot.
+#[test]
+fn join_in_task_vs_complete() {
+    check("join_in_task_vs_complete", None, || {
+        let (p, body) = JoinPacket::fiber_in_task(|| 7u32);
+        let t = thread::spawn(move || body.run());
+        assert_eq!(p.wait().unwrap(), 7);
+        t.join().unwrap();
+    });
+}
+
+/// `JoinHandle`'s drop (detach) of an in-task packet against the fiber
+/// completing: the `DETACHED` and `DONE` read-modify-writes on the one
+/// word decide who drops the result (the fiber if the detach came first,
+/// else the handle). Exactly once either way, and the closure's capture
+/// once too; loom reports a race on the result cell if both could touch it.
+#[test]
+fn detach_vs_complete() {
+    check("detach_vs_complete", None, || {
+        let (captured, result) = (counter(), counter());
+        let (c, r) = (Counted(captured.clone()), result.clone());
+        let (p, body) = JoinPacket::fiber_in_task(move || {
+            drop(c);
+            Counted(r)
+        });
+        let t = thread::spawn(move || body.run());
+        drop(p);
+        t.join().unwrap();
+        assert_eq!(captured.load(loom::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(result.load(loom::sync::atomic::Ordering::SeqCst), 1, "the result is dropped once");
+    });
+}
+
+/// Detach against the shutdown drain dropping the unrun entry (it
+/// publishes `JoinError::cancelled` and drops the closure, with its
+/// capture, once).
+#[test]
+fn detach_vs_cancel() {
+    check("detach_vs_cancel", None, || {
+        let captured = counter();
+        let c = Counted(captured.clone());
+        let (p, body) = JoinPacket::fiber_in_task(move || {
+            drop(c);
+            0u8
+        });
+        let t = thread::spawn(move || drop(body));
+        drop(p);
+        t.join().unwrap();
+        assert_eq!(captured.load(loom::sync::atomic::Ordering::SeqCst), 1);
+    });
+}
+
+/// A scope's slow-path wait on an in-task packet (the view points into the
+/// task) while the owner joins and the fiber completes.
+#[test]
+fn scope_wait_vs_join_in_task() {
+    check("scope_wait_vs_join_in_task", Some(3), || {
+        let (p, body) = JoinPacket::fiber_in_task(|| 9u32);
+        let scope = p.clone();
+        let t = thread::spawn(move || body.run());
+        let s = thread::spawn(move || {
+            scope.wait_as_scope();
+            assert!(scope.is_done());
+        });
+        assert_eq!(p.wait().unwrap(), 9);
+        s.join().unwrap();
+        t.join().unwrap();
+        assert!(!p.unjoined_panic());
+    });
+}

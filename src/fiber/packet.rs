@@ -18,6 +18,7 @@
 //! | `WOKEN` | completer | the completer is done with the inline waiter |
 //! | `TAKEN` | owner | the result was taken |
 //! | `MORE` | other waiters | the locked list may hold waiters |
+//! | `DETACHED` | owner | the owner left without the result (in-task packets only) |
 //!
 //! Ownership of the two cells (what makes the `UnsafeCell` accesses sound):
 //!
@@ -78,14 +79,74 @@
 //! for two counted `Waiter`s and the wake (`BENCHMARKS.md`, "Spawn + join:
 //! the lock-free packet").
 //!
-//! # One allocation per spawned fiber for closure and packet
+//! # The closure and the packet: in the task, or in one `Arc`
 //!
-//! A spawned fiber's closure and its packet share one `Arc`
-//! ([`MainPacket`], made by [`new_main`]): the task's [`Entry`] holds one
-//! reference, the `JoinHandle` ([`PacketRef`]) the other, and a scope a
-//! third. An entry dropped without running (the shutdown drain, a
-//! coroutine dropped before its first resume) publishes
+//! A spawned fiber's closure and its packet form one [`MainPacket`]. When
+//! it fits ([`fits_in_task`]: at most [`MAIN_IN_TASK_SIZE`] bytes,
+//! aligned to at most [`MAIN_IN_TASK_ALIGN`]) it lives **in the task**
+//! (below); otherwise in an `Arc` ([`new_main`]): the task's [`Entry`]
+//! holds one reference, the `JoinHandle` ([`PacketRef`]) the other, and a
+//! scope a third. Either way an entry dropped without running (the
+//! shutdown drain, a coroutine dropped before its first resume) publishes
 //! `JoinError::cancelled`, as the dropped `Box` of the fiber's main did.
+//!
+//! # In the task
+//!
+//! [`new_in_task`] writes the `MainPacket` into the task's [`MainSlot`]
+//! (an inline buffer in the pooled `Task`, `fiber::task_pool`), so a spawn
+//! allocates nothing, and the `JoinHandle` reaches the packet through the
+//! `TaskRef` it holds anyway: no second reference count. The slot is
+//! type-erased by an [`InTaskVt`] of four functions made for the spawn's
+//! `F` and `T` (run, fail, cancel: the entry's; drop: the slot's). Who may
+//! touch the slot, and when:
+//!
+//! * **Writing it**: the spawner, right after `TaskPool::alloc` returned
+//!   the task and before it clones or queues it: nobody else can reach the
+//!   task (a new allocation, or a pooled one, which is unique: the pool's
+//!   invariant), and `write_over` has emptied the slot.
+//! * **The closure cell**: the holder of the fiber's run permission
+//!   (`fiber::task`), through the task's [`InTaskEntry`] (run, fail, or
+//!   its drop, which cancels), exactly as for the `Arc` version.
+//! * **The packet**: its owner (the `JoinHandle`) and its completer (the
+//!   entry), by the protocol above; a scope through its
+//!   [`CompletionRef`] (only the state word and the locked list). All of
+//!   them hold a `TaskRef` (the handle, the worker running the fiber or
+//!   the drain holding it, the scope's list), so the task, and the slot
+//!   in it, outlives every access.
+//! * **Dropping it** ([`MainSlot::reset`]): only with `&mut Task`, when
+//!   the task is written over for a new fiber (`NewTask::write_over`) or
+//!   freed (`Task`'s `main` field is declared after `body`, so an unrun
+//!   entry or a suspended coroutine dropped with the task completes the
+//!   packet first). By then nobody else holds a reference, so the closure
+//!   was taken (run, fail or cancel) and the result was taken by the
+//!   owner or dropped by whoever detaching left it to (below): the drop
+//!   runs no user code and a recycled task never shows an old value.
+//!
+//! # Detaching
+//!
+//! With an `Arc` packet, a detached fiber's result died with the last
+//! reference: on the fiber's stack if the handle went first, else in the
+//! handle's drop. An in-task packet lives as long as its task, so the
+//! handle's drop says it leaves: [`Packet::detach`] (after
+//! `clear_waiter`), a `fetch_or(DETACHED)` unless the result was taken
+//! (`TAKEN`, a plain load: a joined handle pays nothing more). That RMW
+//! and the completer's `fetch_or(DONE)` are ordered on the one word:
+//!
+//! * `DETACHED` first: the completer's `fetch_or` returns it, the owner
+//!   never touches the cell again, so `complete_unique` takes the result
+//!   back and the fiber drops it on its stack (a panicking destructor is
+//!   contained and reported, as before).
+//! * `DONE` first: `detach` sees it and takes the result; the handle
+//!   drops it after releasing its task reference, where the last `Arc`
+//!   dropped it before (a destructor's panic reaches the handle's owner).
+//!
+//! `TAKEN` is not set by a detach, so a scope still sees an unjoined
+//! panic. Only a [`Main`] completer (`complete_unique`) honours
+//! `DETACHED`; latches (`Packet::complete`) never detach. The loom models
+//! `detach_vs_complete`, `detach_vs_cancel`, `join_in_task_vs_complete`
+//! and `scope_wait_vs_join_in_task` run this code.
+//!
+//! [`Main`]: MainPacket
 //!
 //! The loom models `join_vs_complete`, `join_vs_cancel`,
 //! `join_register_vs_clear`, `join_watching_vs_complete`,
@@ -956,9 +1017,13 @@ where
 
 // ----- in the task (module docs) -----
 
-/// Bytes a [`MainSlot`] holds: a `MainPacket` whose closure and result are
-/// small (`Packet<()>` takes 96 bytes here, so captures plus result up to
-/// 64 bytes fit; BENCHMARKS.md, "Spawn without an allocation"). Under
+/// Bytes a [`MainSlot`] holds. A `Packet<()>` takes 88 bytes (state 8,
+/// result 24, inline waiter 24, locked list 32), so closures capturing up
+/// to 32 bytes whose result takes at most 24 (it shares the cell with the
+/// `JoinError`) fit: skynet's children (16 and 8 bytes), an empty spawn
+/// (unit test `in_task_sizes`). 128 is a compromise between the closures
+/// it admits and the pooled task's size (352 bytes with it, about 220
+/// without; BENCHMARKS.md, "Spawn without an allocation"). Under
 /// `cfg(loom)` the loom types are larger: 1 KiB, so the models run this
 /// path.
 #[cfg(not(loom))]
@@ -1165,15 +1230,24 @@ pub(crate) fn report_contained_drop_panic(id: Option<u64>, what: &str, p: &(dyn 
 mod tests {
     use super::*;
 
+    /// Closures of a fn item's type, or capturing `N` words, returning `R`.
+    type Words<const N: usize> = [u64; N];
+
     #[test]
+    #[cfg(not(loom))]
     fn in_task_sizes() {
-        type Empty = fn();
-        eprintln!(
-            "Packet<()> {} MainPacket<fn(),()> {} MainPacket<[u64;2] closure,u64> {} Task {}",
-            std::mem::size_of::<Packet<()>>(),
-            std::mem::size_of::<MainPacket<Empty, ()>>(),
-            std::mem::size_of::<MainPacket<[u64; 2], u64>>(),
-            std::mem::size_of::<Task>()
-        );
+        assert_eq!(std::mem::size_of::<Packet<()>>(), 88, "update MAIN_IN_TASK_SIZE's docs");
+        // Captures up to 32 bytes with a result of up to 24 fit ...
+        assert!(fits_in_task::<fn(), ()>());
+        assert!(fits_in_task::<Words<2>, u64>(), "skynet's children");
+        assert!(fits_in_task::<Words<4>, u64>());
+        assert!(fits_in_task::<Words<4>, Words<2>>());
+        // ... more does not: the `Arc` path.
+        assert!(!fits_in_task::<Words<5>, u64>());
+        assert!(!fits_in_task::<Words<4>, Words<4>>());
+        #[repr(align(32))]
+        struct Aligned32(#[allow(dead_code)] u8);
+        assert!(!fits_in_task::<Aligned32, ()>(), "over-aligned");
+        assert!(std::mem::size_of::<Task>() + 16 <= 384, "task_pool's memory bound");
     }
 }

@@ -33,9 +33,11 @@
 //!
 //! The task must also be *spent* (`Task::is_spent`): finished (`DONE`),
 //! with its closure and its coroutine gone. Writing a new task over a
-//! spent one drops only the old name, so neither `recycle` nor a spawn
+//! spent one drops only the old name and the old fiber's in-task
+//! `MainPacket`, whose closure and result cells are empty by then
+//! (`fiber::packet`, "In the task"), so neither `recycle` nor a spawn
 //! ever runs user code (a destructor that spawns or drops a handle) while
-//! the pool is borrowed.
+//! the pool is borrowed, and a new fiber never sees an old one's value.
 //!
 //! A spawn writes a new task over the pooled one ([`TaskPool::alloc`],
 //! `NewTask::write_over`, which names every field): every field is reset (state `QUEUED | FRESH`, a

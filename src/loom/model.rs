@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::JoinError;
 use crate::fiber::job::{JobRef, OwnedJob, StackJob};
-use crate::fiber::packet::{new_main, Entry, FiberMain, Packet, PacketRef};
+use crate::fiber::packet::{fits_in_task, new_in_task, new_main, Entry, FiberMain, Packet, PacketRef};
 use crate::fiber::task::{Task, TaskRef};
 use crate::runtime::idle::{Idle, Sleeper, Sleepers};
 
@@ -165,6 +165,26 @@ pub struct JoinPacket<T>(Arc<Kind<T>>);
 enum Kind<T> {
     Latch(Arc<Packet<T>>),
     Fiber(PacketRef<T>),
+    /// In the task (`fiber::packet`, "In the task"): the handle's
+    /// `TaskRef` keeps the packet alive; dropped like a `JoinHandle`.
+    InTask(PacketRef<T>, TaskRef),
+}
+
+impl<T> Drop for Kind<T> {
+    fn drop(&mut self) {
+        if let Kind::InTask(r, task) = self {
+            // `JoinHandle`'s drop: withdraw the waiter, detach, and drop a
+            // result that was there after the task reference.
+            // SAFETY: the models call the owner operations from one thread;
+            // the packet is not used afterwards.
+            let detached = unsafe {
+                r.clear_waiter();
+                r.detach()
+            };
+            let _ = task;
+            drop(detached);
+        }
+    }
 }
 
 impl<T> Clone for JoinPacket<T> {
@@ -185,12 +205,35 @@ impl<T: Send + 'static> JoinPacket<T> {
     pub fn fiber(f: impl FnOnce() -> T + Send + 'static) -> (JoinPacket<T>, FiberBody) {
         // SAFETY: `f` is `'static`: nothing it borrows can go away.
         let (entry, r) = unsafe { new_main(f) };
-        (JoinPacket(Arc::new(Kind::Fiber(r))), FiberBody(entry))
+        (JoinPacket(Arc::new(Kind::Fiber(r))), FiberBody(Body::Entry(entry)))
+    }
+    /// A spawned fiber whose closure and packet live in its task
+    /// (`fiber::packet::new_in_task`, as `spawn` makes them when they
+    /// fit): the body runs or drops the task's entry, and dropping the
+    /// last clone of the handle detaches (`JoinHandle`'s drop).
+    ///
+    /// # Panics
+    /// If `F` and `T` do not fit the task (they do, with loom's 1 KiB slot,
+    /// for the models' small closures).
+    pub fn fiber_in_task<F: FnOnce() -> T + Send + 'static>(f: F) -> (JoinPacket<T>, FiberBody) {
+        assert!(fits_in_task::<F, T>(), "the model's closure must fit the task");
+        let task = Task::new(3, None, 0, None, Box::new(NopMain));
+        // SAFETY: a new task nobody else can reach (the spawner's run
+        // permission); `f` is `'static`; it fits; the `PacketRef` is kept
+        // beside a `TaskRef` of `task`.
+        let r = unsafe {
+            let body = task.body();
+            drop(body.entry.take());
+            let (entry, r) = new_in_task(&task.main, f);
+            body.entry = Some(entry);
+            r
+        };
+        (JoinPacket(Arc::new(Kind::InTask(r, task.clone()))), FiberBody(Body::InTask(task)))
     }
     fn p(&self) -> &Packet<T> {
         match &*self.0 {
             Kind::Latch(p) => p,
-            Kind::Fiber(r) => r,
+            Kind::Fiber(r) | Kind::InTask(r, _) => r,
         }
     }
     /// `JoinHandle::join` from a plain thread: blocks (loom park).
@@ -230,7 +273,7 @@ impl<T: Send + 'static> JoinPacket<T> {
     pub fn complete(&self, v: T) {
         match &*self.0 {
             Kind::Latch(p) => p.complete(Ok(v)),
-            Kind::Fiber(_) => panic!("a fiber's packet has one completer, its body"),
+            Kind::Fiber(_) | Kind::InTask(..) => panic!("a fiber's packet has one completer, its body"),
         }
     }
     /// A scope's wait for a child whose handle is elsewhere: the real
@@ -240,8 +283,9 @@ impl<T: Send + 'static> JoinPacket<T> {
         let task = Task::new(2, None, 0, None, Box::new(NopMain));
         match &*self.0 {
             Kind::Latch(p) => crate::fiber::wait_child(&task, &**p),
-            // SAFETY: an `Arc` packet (`new_main`), used while `r` lives.
-            Kind::Fiber(r) => crate::fiber::wait_child(&task, &*unsafe { r.completion() }),
+            // SAFETY: used while `r` lives (an `Arc` packet), or while its
+            // task does (`self` holds a `TaskRef`).
+            Kind::Fiber(r) | Kind::InTask(r, _) => crate::fiber::wait_child(&task, &*unsafe { r.completion() }),
         }
     }
     /// The child panicked and its panic was not taken (`scope`'s check).
@@ -250,12 +294,42 @@ impl<T: Send + 'static> JoinPacket<T> {
     }
 }
 
-/// A fiber's type-erased main function (its task entry).
-pub struct FiberBody(Entry);
+/// A fiber's type-erased main function (its task entry), or the task
+/// whose entry it is (in-task packets: the entry points into the task).
+pub struct FiberBody(Body);
+
+enum Body {
+    Entry(Entry),
+    InTask(TaskRef),
+    Done,
+}
 
 impl FiberBody {
-    pub fn run(self) {
-        self.0.run()
+    /// Run the fiber (the worker, holding the task).
+    pub fn run(mut self) {
+        match std::mem::replace(&mut self.0, Body::Done) {
+            Body::Done => {}
+            Body::Entry(e) => e.run(),
+            Body::InTask(task) => {
+                // SAFETY: this body is the task's run permission (one
+                // `FiberBody` per task, consumed here).
+                let entry = unsafe { task.body() }.entry.take().expect("an unrun fiber has its entry");
+                entry.run();
+                drop(task);
+            }
+        }
+    }
+}
+
+impl Drop for FiberBody {
+    fn drop(&mut self) {
+        if let Body::InTask(task) = &self.0 {
+            // Dropped unrun (the drain): drop the entry, which publishes
+            // `JoinError::cancelled`. After `run` the entry is gone.
+            // SAFETY: as in `run`: the permission is ours.
+            let entry = unsafe { task.body() }.entry.take();
+            drop(entry);
+        }
     }
 }
 
