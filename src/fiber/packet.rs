@@ -948,20 +948,25 @@ impl<T> PacketRef<T> {
     /// For an in-task packet the result points into the task: the caller
     /// uses it only while it holds a `TaskRef` of the handle's task (a
     /// scope keeps one beside it).
-    pub(crate) unsafe fn completion(&self) -> CompletionRef
+    pub(crate) unsafe fn completion<'a>(&'a self) -> CompletionRef
     where
-        T: Send,
+        T: Send + 'a,
     {
         match &self.owner {
             Some(o) => CompletionRef::Shared(o.clone()),
             None => {
-                let p: std::ptr::NonNull<dyn Completion + Send + Sync + '_> = self.packet;
+                let p: std::ptr::NonNull<dyn Completion + Send + Sync + 'a> = self.packet;
                 // SAFETY: lifetime erasure only; the caller uses the
                 // pointer while the task is alive, and the packet's `T`
                 // values are gone or taken by then only through the owner
                 // and completer, never through this view (it reads the
                 // state word).
-                CompletionRef::InTask(unsafe { std::mem::transmute(p) })
+                CompletionRef::InTask(unsafe {
+                    std::mem::transmute::<
+                        std::ptr::NonNull<dyn Completion + Send + Sync + 'a>,
+                        std::ptr::NonNull<dyn Completion + Send + Sync + 'static>,
+                    >(p)
+                })
             }
         }
     }
@@ -1226,7 +1231,7 @@ pub(crate) fn report_contained_drop_panic(id: Option<u64>, what: &str, p: &(dyn 
     eprintln!("numafiber: the destructor of {what} of {who} panicked ({msg}); contained, the runtime goes on");
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -1234,7 +1239,6 @@ mod tests {
     type Words<const N: usize> = [u64; N];
 
     #[test]
-    #[cfg(not(loom))]
     fn in_task_sizes() {
         assert_eq!(std::mem::size_of::<Packet<()>>(), 88, "update MAIN_IN_TASK_SIZE's docs");
         // Captures up to 32 bytes with a result of up to 24 fit ...
