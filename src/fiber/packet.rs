@@ -62,7 +62,8 @@
 //! (the owner read it, or `WAITING` was clear) or `DONE`; a second general
 //! completer's `CLAIMED` is already in the stored word; and a `MORE` set
 //! after `DONE` is ignored (its setter saw `DONE` in its own `fetch_or` and
-//! does not wait). `WOKEN` is a `fetch_or` (see `after_done`).
+//! does not wait); `DETACHED` is the owner's own bit, never set by a
+//! handle that takes. `WOKEN` is a `fetch_or` (see `after_done`).
 //!
 //! **Other waiters** (`Completion::register_current`: scopes) hold counted
 //! references (`Waiter`) in a `Mutex<Vec<_>>`. A waiter pushes itself under
