@@ -18,8 +18,13 @@
 //! `numafiber_wf` is numafiber with `PolicyOptions::work_first` (a spawning
 //! worker runs the child at once and leaves itself stealable), to show
 //! what the default help-first placement costs this recursive tree.
+//! `numafiber_local` keeps the default policy but spawns every child with
+//! `fiber::Builder::local(true)` (onto the spawner's own worker, stealable
+//! there), to show what NLH's worker choice (the shortest queue of the
+//! node, thesis Alg. 4.6) costs it: on 2 workers about every other child
+//! goes to the other worker and is mostly reclaimed by its parent.
 //!
-//! Usage: `skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]`
+//! Usage: `skynet numafiber|numafiber_wf|numafiber_local|may <workers> [leaves] [runs]`
 
 use std::time::Instant;
 
@@ -32,6 +37,17 @@ fn skynet_fiber(num: u64, size: u64) -> u64 {
     }
     let sub = size / 10;
     let hs: Vec<_> = (0..10).map(|i| fiber::spawn(move || skynet_fiber(num + i * sub, sub))).collect();
+    hs.into_iter().map(fiber::await_fiber).sum()
+}
+
+fn skynet_local(num: u64, size: u64) -> u64 {
+    if size == 1 {
+        return num;
+    }
+    let sub = size / 10;
+    let hs: Vec<_> = (0..10)
+        .map(|i| fiber::Builder::new().local(true).spawn(move || skynet_local(num + i * sub, sub)).expect("spawn"))
+        .collect();
     hs.into_iter().map(fiber::await_fiber).sum()
 }
 
@@ -70,7 +86,7 @@ fn print_pool_stats(rt: &Runtime, workers: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]";
+    let usage = "usage: skynet numafiber|numafiber_wf|numafiber_local|may <workers> [leaves] [runs]";
     let which = args.get(1).map(String::as_str).unwrap_or("numafiber");
     let workers: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let leaves: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
@@ -100,6 +116,13 @@ fn main() {
             let rt = Runtime::builder().workers(workers).policy_options(opts).build().expect("runtime");
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
+            }
+            print_pool_stats(&rt, workers);
+        }
+        "numafiber_local" => {
+            let rt = Runtime::builder().workers(workers).build().expect("runtime");
+            for i in 0..runs {
+                run(i, &|| rt.block_on(move || skynet_local(0, leaves)));
             }
             print_pool_stats(&rt, workers);
         }

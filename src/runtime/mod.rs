@@ -327,6 +327,7 @@ impl Builder {
                 slot: slots[i],
                 stealer: d.stealer(),
                 wake_slot: crate::runtime::wake_slot::WakeSlot::new(slots_stealable),
+                handoff: crate::runtime::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),
