@@ -495,11 +495,11 @@ impl Shared {
             return;
         }
         if let Some(me) = self.local_worker_index() {
+            // SAFETY: `local_worker_index` checked that this thread runs
+            // a worker of this runtime; the pointer is valid for the
+            // duration of this call (no suspension in between).
+            let w = unsafe { &*tls::worker_ptr() };
             if me == target {
-                // SAFETY: `local_worker_index` checked that this thread runs
-                // a worker of this runtime; the pointer is valid for the
-                // duration of this call (no suspension in between).
-                let w = unsafe { &*tls::worker_ptr() };
                 self.push_spawned(me, &w.deque, task);
                 return;
             }
@@ -508,6 +508,7 @@ impl Shared {
                 // fiber that may join it at once and then run it here
                 // (`fiber::reclaim`): hold it back until that fiber gives
                 // control back ("The hand-off slot", `runtime/README.md`).
+                w.holding.set(true);
                 self.hold(me, task);
                 return;
             }

@@ -175,6 +175,11 @@ pub(crate) struct WorkerLocal {
     long_slices: Cell<bool>,
     /// Timeout of the next watching park (`WATCH_MIN` ..= `WATCH_MAX`).
     watch: Cell<std::time::Duration>,
+    /// The running fiber put a child into this worker's hand-off slot
+    /// (`Shared::hold`): release it when the fiber gives control back.
+    /// Cleared there; the slot itself may be empty by then (a join took the
+    /// child back, a thief took it).
+    pub(crate) holding: Cell<bool>,
 }
 
 impl WorkerLocal {
@@ -219,6 +224,7 @@ impl WorkerLocal {
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
             watch: Cell::new(WATCH_MIN),
+            holding: Cell::new(false),
         }
     }
 
@@ -744,7 +750,10 @@ impl WorkerLocal {
             current.set(prev);
             // A child the fiber placed elsewhere and did not join at once
             // goes to its worker now ("The hand-off slot").
-            shared.release_handoff(self.index);
+            if self.holding.get() {
+                self.holding.set(false);
+                shared.release_handoff(self.index);
+            }
             if self.slab_stacks && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
                 crate::fiber::overflow::report_canary(&task);
             }
