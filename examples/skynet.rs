@@ -73,11 +73,11 @@ fn vmhwm_kib() -> u64 {
 /// Fibers spawned on the workers over all runs, how many of them reused a
 /// finished fiber's control block (`WorkerStats::tasks_reused`) and how
 /// many joins reclaimed their child.
-fn print_pool_stats(rt: &Runtime, workers: usize) {
+fn print_pool_stats(rt: &Runtime, which: &str, workers: usize) {
     let s = rt.stats();
     let sum = |f: fn(&numafiber::runtime::WorkerStats) -> u64| s.workers.iter().map(f).sum::<u64>();
     println!(
-        "skynet numafiber workers={workers} spawned={} tasks_reused={} reclaimed={}",
+        "skynet {which} workers={workers} spawned={} tasks_reused={} reclaimed={}",
         sum(|w| w.spawned),
         sum(|w| w.tasks_reused),
         sum(|w| w.reclaimed)
@@ -109,7 +109,7 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
-            print_pool_stats(&rt, workers);
+            print_pool_stats(&rt, which, workers);
         }
         "numafiber_wf" => {
             let opts = PolicyOptions { work_first: true, ..PolicyOptions::default() };
@@ -117,14 +117,14 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
-            print_pool_stats(&rt, workers);
+            print_pool_stats(&rt, which, workers);
         }
         "numafiber_local" => {
             let rt = Runtime::builder().workers(workers).build().expect("runtime");
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_local(0, leaves)));
             }
-            print_pool_stats(&rt, workers);
+            print_pool_stats(&rt, which, workers);
         }
         "may" => {
             may::config().set_workers(workers);
