@@ -433,8 +433,10 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// The running fiber joins `task` (not finished yet). If it spawned the
 /// child, the child has not started, and placement sent it to another
 /// worker of this node (`Task::reclaim_by`), run it now on this worker:
-/// queue a second entry for it in `run_next` and suspend with
-/// `Suspend::Reclaim`, so the child runs next here and this fiber resumes
+/// take it back from this worker's hand-off slot if it is still held there
+/// (`Shared::hold`), else queue a second entry for it in `run_next`, and
+/// suspend with `Suspend::Reclaim`, so the child runs next here and this
+/// fiber resumes
 /// right after it, on this worker (protocol: `task` module docs,
 /// "Reclaim"). Returns when this fiber runs again:
 /// usually after the child finished; the caller then waits as usual
