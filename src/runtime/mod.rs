@@ -45,6 +45,8 @@ pub(crate) mod wake_slot;
 pub(crate) mod shared;
 #[cfg(test)]
 mod probe_tests;
+#[cfg(test)]
+mod handoff_tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
