@@ -1,4 +1,4 @@
-//! The hand-off slot (`runtime/README.md`, "The hand-off slot"): a child a
+//! The held-child slot (`runtime/README.md`, "The held-child slot"): a child a
 //! fiber spawns for another worker of its node stays in the spawner's
 //! worker until the spawner joins it (then it runs there, and nothing
 //! reaches the other worker) or gives control back (then it goes on to the
@@ -56,12 +56,12 @@ fn a_child_joined_at_once_never_reaches_the_other_worker() {
         let mut held = 0;
         for k in 0..100usize {
             let h = fiber::spawn(move || (k, fiber::current().unwrap().worker));
-            if shared.workers[me].handoff.is_occupied() {
+            if shared.workers[me].held.is_occupied() {
                 held += 1;
             }
             assert!(shared.workers[other].inbox.is_empty(), "spawn {k}: an entry reached the other worker's inbox");
             assert_eq!(h.join().unwrap(), (k, me), "spawn {k}: the child ran on its joiner's worker");
-            assert!(!shared.workers[me].handoff.is_occupied(), "spawn {k}: the join took the child out of the slot");
+            assert!(!shared.workers[me].held.is_occupied(), "spawn {k}: the join took the child out of the slot");
             assert!(shared.workers[other].inbox.is_empty(), "spawn {k}: no surplus entry over there");
         }
         release.store(true, SeqCst);
@@ -89,7 +89,7 @@ fn a_held_child_goes_on_when_its_spawner_parks() {
         let mut first_seen = None;
         for k in 0..4usize {
             handles.push(fiber::spawn(move || (k, fiber::current().unwrap().worker)));
-            if shared.workers[me].handoff.is_occupied() {
+            if shared.workers[me].held.is_occupied() {
                 first_seen = Some(k);
                 break;
             }
@@ -99,7 +99,7 @@ fn a_held_child_goes_on_when_its_spawner_parks() {
         // sleep, may then steal it back from there: either way it runs
         // exactly once).
         fiber::sleep(Duration::from_millis(1));
-        assert!(!shared.workers[me].handoff.is_occupied(), "released when the spawner parked");
+        assert!(!shared.workers[me].held.is_occupied(), "released when the spawner parked");
         release.store(true, SeqCst);
         fiber::await_fiber(spinner);
         let ran_on: Vec<(usize, usize)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
