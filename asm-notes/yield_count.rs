@@ -20,7 +20,9 @@
 //! shutdown joins its workers);
 //! `phases_med N` / `rayon_phases_med N`: per-iteration medians and 90th
 //! percentiles of each phase and of the total;
-//! `detect 1`: a fresh process's first detection.
+//! `detect 1`: a fresh process's first detection, then build, `block_on`
+//! and shutdown apart; `hwloc_split 1`: hwloc's init (plugins) and load
+//! (sysfs scan) apart, with the runtime's discovery settings.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -239,6 +241,25 @@ fn main() {
                 black_box(Topology::detect().expect("topology"));
             }
             println!("detect: {:.2} us per call", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        "hwloc_split" => {
+            // A fresh process's hwloc calls with the runtime's discovery
+            // settings (`topology::hwloc::build_restricted`): init (where
+            // hwloc dlopens its plugins), then load (the sysfs scan).
+            use hwlocality::object::types::ObjectType as T;
+            use hwlocality::topology::builder::{BuildFlags, TypeFilter};
+            let t0 = std::time::Instant::now();
+            let b = hwlocality::Topology::builder();
+            let t1 = std::time::Instant::now();
+            let b = b.with_flags(BuildFlags::IGNORE_MEMORY_ATTRIBUTES | BuildFlags::IGNORE_CPU_KINDS).expect("flags");
+            let b = b.without_component("x86").expect("component");
+            let b = b.with_cpu_cache_type_filter(TypeFilter::KeepNone).expect("filter");
+            let b = b.with_io_type_filter(TypeFilter::KeepNone).expect("filter");
+            let b = b.with_type_filter(T::Misc, TypeFilter::KeepNone).expect("filter");
+            let topo = b.build().expect("load");
+            let t2 = std::time::Instant::now();
+            black_box(&topo);
+            println!("hwloc init {:.1} us, load {:.1} us", (t1 - t0).as_secs_f64() * 1e6, (t2 - t1).as_secs_f64() * 1e6);
         }
         "rayon_phases" => {
             let (mut b, mut o, mut d) = (0f64, 0f64, 0f64);
