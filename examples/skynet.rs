@@ -18,8 +18,13 @@
 //! `numafiber_wf` is numafiber with `PolicyOptions::work_first` (a spawning
 //! worker runs the child at once and leaves itself stealable), to show
 //! what the default help-first placement costs this recursive tree.
+//! `numafiber_local` keeps the default policy but spawns every child with
+//! `fiber::Builder::local(true)` (onto the spawner's own worker, stealable
+//! there), to show what NLH's worker choice (the shortest queue of the
+//! node, thesis Alg. 4.6) costs it: on 2 workers about every other child
+//! goes to the other worker and is mostly reclaimed by its parent.
 //!
-//! Usage: `skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]`
+//! Usage: `skynet numafiber|numafiber_wf|numafiber_local|may <workers> [leaves] [runs]`
 
 use std::time::Instant;
 
@@ -32,6 +37,17 @@ fn skynet_fiber(num: u64, size: u64) -> u64 {
     }
     let sub = size / 10;
     let hs: Vec<_> = (0..10).map(|i| fiber::spawn(move || skynet_fiber(num + i * sub, sub))).collect();
+    hs.into_iter().map(fiber::await_fiber).sum()
+}
+
+fn skynet_local(num: u64, size: u64) -> u64 {
+    if size == 1 {
+        return num;
+    }
+    let sub = size / 10;
+    let hs: Vec<_> = (0..10)
+        .map(|i| fiber::Builder::new().local(true).spawn(move || skynet_local(num + i * sub, sub)).expect("spawn"))
+        .collect();
     hs.into_iter().map(fiber::await_fiber).sum()
 }
 
@@ -57,11 +73,11 @@ fn vmhwm_kib() -> u64 {
 /// Fibers spawned on the workers over all runs, how many of them reused a
 /// finished fiber's control block (`WorkerStats::tasks_reused`) and how
 /// many joins reclaimed their child.
-fn print_pool_stats(rt: &Runtime, workers: usize) {
+fn print_pool_stats(rt: &Runtime, which: &str, workers: usize) {
     let s = rt.stats();
     let sum = |f: fn(&numafiber::runtime::WorkerStats) -> u64| s.workers.iter().map(f).sum::<u64>();
     println!(
-        "skynet numafiber workers={workers} spawned={} tasks_reused={} reclaimed={}",
+        "skynet {which} workers={workers} spawned={} tasks_reused={} reclaimed={}",
         sum(|w| w.spawned),
         sum(|w| w.tasks_reused),
         sum(|w| w.reclaimed)
@@ -70,7 +86,7 @@ fn print_pool_stats(rt: &Runtime, workers: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: skynet numafiber|numafiber_wf|may <workers> [leaves] [runs]";
+    let usage = "usage: skynet numafiber|numafiber_wf|numafiber_local|may <workers> [leaves] [runs]";
     let which = args.get(1).map(String::as_str).unwrap_or("numafiber");
     let workers: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let leaves: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
@@ -93,7 +109,7 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
-            print_pool_stats(&rt, workers);
+            print_pool_stats(&rt, which, workers);
         }
         "numafiber_wf" => {
             let opts = PolicyOptions { work_first: true, ..PolicyOptions::default() };
@@ -101,7 +117,14 @@ fn main() {
             for i in 0..runs {
                 run(i, &|| rt.block_on(move || skynet_fiber(0, leaves)));
             }
-            print_pool_stats(&rt, workers);
+            print_pool_stats(&rt, which, workers);
+        }
+        "numafiber_local" => {
+            let rt = Runtime::builder().workers(workers).build().expect("runtime");
+            for i in 0..runs {
+                run(i, &|| rt.block_on(move || skynet_local(0, leaves)));
+            }
+            print_pool_stats(&rt, which, workers);
         }
         "may" => {
             may::config().set_workers(workers);

@@ -3,7 +3,9 @@
 # settings: numafiber (examples/skynet.rs: Runtime::builder().workers(W)),
 # Go (benches/peers/go/skynet, GOMAXPROCS=W) and may (default config, W
 # workers), on 1 and 2 workers; numafiber_wf is numafiber with
-# PolicyOptions::work_first (the one non-default setting, for comparison).
+# PolicyOptions::work_first (the one non-default setting, for comparison);
+# numafiber_local spawns every child with fiber::Builder::local(true)
+# (default policy; shows what NLH's choice of worker costs this tree).
 #
 #   scripts/bench-skynet.sh [ROUNDS] [LEAVES]     (defaults: 5, 1000000)
 #
@@ -30,7 +32,7 @@ if need_go; then
     (cd benches/peers/go/skynet && GO111MODULE=off go build -o "../../../../$OUT/skynet_go" main.go) && GO="$OUT/skynet_go"
 fi
 
-variants=("numafiber 1" "numafiber 2" "numafiber_wf 1" "numafiber_wf 2" "may 1" "may 2")
+variants=("numafiber 1" "numafiber 2" "numafiber_wf 1" "numafiber_wf 2" "numafiber_local 1" "numafiber_local 2" "may 1" "may 2")
 [ -n "$GO" ] && variants+=("go 1" "go 2")
 
 # run VARIANT WORKERS -> appends "ms cpu_s hwm_kib" or "FAILED reason" to $OUT/<v>_<w>.txt
@@ -61,26 +63,26 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "skynet, $LEAVES leaves, default settings, median of $ROUNDS fresh processes ($(uname -r), $(nproc) CPUs)"
-printf "%-12s %7s %10s %10s %12s  %s\n" variant workers wall_ms cpu_s peak_rss_MiB notes
+printf "%-15s %7s %10s %10s %12s  %s\n" variant workers wall_ms cpu_s peak_rss_MiB notes
 declare -A WALL CPU HWM
 for vw in "${variants[@]}"; do
     set -- $vw
     f="$OUT/${1}_$2.txt"
     ok=$(grep -vc '^FAILED' "$f" || true)
     if [ "$ok" = 0 ]; then
-        printf "%-12s %7s %10s %10s %12s  %s\n" "$1" "$2" - - - "$(head -1 "$f")"
+        printf "%-15s %7s %10s %10s %12s  %s\n" "$1" "$2" - - - "$(head -1 "$f")"
         continue
     fi
     WALL[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $1}' | median)
     CPU[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $2}' | median)
     HWM[$vw]=$(grep -v '^FAILED' "$f" | awk '{print $3 / 1024}' | median)
     fails=$(grep -c '^FAILED' "$f" || true)
-    printf "%-12s %7s %10s %10s %12.1f  %s\n" "$1" "$2" "${WALL[$vw]}" "${CPU[$vw]}" "${HWM[$vw]}" \
+    printf "%-15s %7s %10s %10s %12.1f  %s\n" "$1" "$2" "${WALL[$vw]}" "${CPU[$vw]}" "${HWM[$vw]}" \
         "$([ "$fails" != 0 ] && echo "$fails runs FAILED")"
 done
 if [ -n "$GO" ]; then
     for w in 1 2; do
-      for v in numafiber numafiber_wf; do
+      for v in numafiber numafiber_wf numafiber_local; do
         n="$v $w" g="go $w"
         if [ -n "${WALL[$n]:-}" ] && [ -n "${WALL[$g]:-}" ]; then
             awk -v a="${WALL[$n]}" -v b="${WALL[$g]}" -v c="${CPU[$n]}" -v d="${CPU[$g]}" -v e="${HWM[$n]}" -v f="${HWM[$g]}" -v w="$w" -v v="$v" \

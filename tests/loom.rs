@@ -832,6 +832,76 @@ fn reclaim_surplus_entry_after_requeue() {
     });
 }
 
+/// A child queue entry for the hand-off slot model: the fiber's state
+/// machine and its body (a loom cell: two runners are a race).
+struct Child {
+    fiber: FiberState,
+    body: UnsafeCell<u32>,
+}
+
+impl Child {
+    fn new() -> Child {
+        Child { fiber: FiberState::new(), body: UnsafeCell::new(0) }
+    }
+    /// Whoever took this entry pops it (`run_task`): run it if the CAS out
+    /// of `QUEUED` wins. Returns the runs (0 or 1).
+    fn pop(&self) -> u32 {
+        if !self.fiber.transition_to_running() {
+            return 0;
+        }
+        self.body.with_mut(|p| unsafe { *p += 1 });
+        self.fiber.transition_to_done();
+        1
+    }
+}
+
+/// The hand-off slot (`runtime/README.md`, "The hand-off slot"), on the
+/// real `WakeSlot`: the spawner's worker holds child `a`, then child `b`
+/// displaces it (`a` goes on to its placed worker, whose pop is modeled
+/// here), then the spawner joins `b` and takes it back with `take_if`
+/// (reclaim), and finally gives control back (`release_handoff`: a steal
+/// by the owner). A thief steals from the slot at any moment, twice (the
+/// model drops the grace period). Each child runs exactly once with the
+/// run permission (loom reports two holders as a race on its cell) and the
+/// slot ends empty.
+#[test]
+fn handoff_reclaim_vs_steal() {
+    check("handoff_reclaim_vs_steal", Some(3), || {
+        let slot = Arc::new(SlotModel::<Child>::new());
+        let (a, b) = (Arc::new(Child::new()), Arc::new(Child::new()));
+        let thief = {
+            let s = slot.clone();
+            thread::spawn(move || {
+                let mut ran = 0;
+                for _ in 0..2 {
+                    if let Some(c) = s.steal() {
+                        ran += c.pop();
+                    }
+                }
+                ran
+            })
+        };
+        let mut ran = 0;
+        assert!(slot.put(a.clone()).is_none(), "only the owner puts, into an empty slot");
+        if let Some(prev) = slot.put(b.clone()) {
+            assert!(Arc::ptr_eq(&prev, &a));
+            ran += prev.pop();
+        }
+        if let Some(c) = slot.take_if(&b) {
+            assert!(Arc::ptr_eq(&c, &b));
+            ran += c.pop();
+        }
+        if let Some(c) = slot.steal() {
+            ran += c.pop();
+        }
+        ran += thief.join().unwrap();
+        assert_eq!(ran, 2, "each child runs once");
+        assert!(!slot.is_occupied());
+        a.body.with(|p| unsafe { assert_eq!(*p, 1) });
+        b.body.with(|p| unsafe { assert_eq!(*p, 1) });
+    });
+}
+
 /// A fiber yields (`transition_to_queued_after_yield`) while a waker sets
 /// its token: the token survives the requeue and the next park returns at
 /// once.

@@ -47,12 +47,18 @@ fn current_worker_follows_migrations() {
                 let mut i = 0u32;
                 while i < 2_000 || (i < 50_000 && migrations.load(Ordering::Relaxed) < 100) {
                     i += 1;
-                    // Yields, short sleeps, and joins of a child: the child is
-                    // placed round-robin, and a parent woken by a child that
-                    // finished on the other worker resumes there.
+                    // Yields, short sleeps, and joins of a child that must run
+                    // on the other worker: the parent, woken by that child,
+                    // resumes there (a wake-up goes to the waker's worker).
+                    // A child placed round-robin would not do: its parent
+                    // takes it back from the hand-off slot and runs it here
+                    // (`runtime/README.md`, "The hand-off slot").
                     match i % 4 {
                         0 => fiber::sleep(std::time::Duration::from_micros(1)),
-                        1 => fiber::await_fiber(fiber::spawn(|| ())),
+                        1 => {
+                            let other = 1 - fiber::current().unwrap().worker;
+                            fiber::await_fiber(fiber::Builder::new().worker(other).spawn(|| ()).unwrap())
+                        }
                         _ => fiber::yield_now(),
                     }
                     let info = fiber::current().unwrap();

@@ -433,8 +433,10 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// The running fiber joins `task` (not finished yet). If it spawned the
 /// child, the child has not started, and placement sent it to another
 /// worker of this node (`Task::reclaim_by`), run it now on this worker:
-/// queue a second entry for it in `run_next` and suspend with
-/// `Suspend::Reclaim`, so the child runs next here and this fiber resumes
+/// take it back from this worker's hand-off slot if it is still held there
+/// (`Shared::hold`), else queue a second entry for it in `run_next`, and
+/// suspend with `Suspend::Reclaim`, so the child runs next here and this
+/// fiber resumes
 /// right after it, on this worker (protocol: `task` module docs,
 /// "Reclaim"). Returns when this fiber runs again:
 /// usually after the child finished; the caller then waits as usual
@@ -456,19 +458,32 @@ fn reclaim_slow(task: &TaskRef) {
     // SAFETY: the running task (see `current_task`); used before the
     // suspension below only.
     let me = unsafe { &*t };
-    if me.id != task.reclaim_by || cannot_suspend(me) || !task.is_fresh() {
+    if me.id != task.reclaim_by || !task.is_fresh() {
         return;
     }
     // SAFETY: this thread's live worker; not used after the suspension.
     let w = unsafe { &*w };
     let shared = &*w.shared;
+    if cannot_suspend(me) || shared.is_shutting_down() {
+        // The caller waits without giving control back: the child must
+        // not stay in our hand-off slot meanwhile.
+        shared.release_handoff(w.index);
+        return;
+    }
+    if let Some(child) = shared.workers[w.index].handoff.take_if(task) {
+        // Still held back here (`Shared::hold`): the one entry there is;
+        // no surplus entry elsewhere.
+        Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
+        w.set_run_next(child);
+        suspend_task(t, Suspend::Reclaim);
+        return;
+    }
     // The spawner's fibers never leave its runtime, so `placed` indexes
     // this runtime's workers (checked anyway: a hint read racily).
     let placed = task.last_worker();
     if placed >= shared.workers.len()
         || shared.node_of(placed) != shared.node_of(w.index)
         || shared.workers[placed].inbox.len() >= RECLAIM_INBOX_LIMIT
-        || shared.is_shutting_down()
     {
         return;
     }

@@ -68,6 +68,11 @@
 //! cancellation of a queued task). The loom model `reclaim_vs_pop_vs_cancel`
 //! runs this code (`tests/loom.rs`).
 //!
+//! A child that has not left its spawner's worker yet (the hand-off slot,
+//! `runtime/README.md`: held there until the spawner gives control back) is
+//! taken out of that slot by the join instead (`WakeSlot::take_if`) and
+//! put into `run_next` as its one entry: no second entry, no surplus.
+//!
 //! The same `Task` (not a copy) runs, so its id, name, stack size, packet
 //! and every `TaskRef` held elsewhere (the join handle, a scope's list, the
 //! deadlock detector, the parked registry) stay right.

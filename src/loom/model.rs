@@ -551,6 +551,10 @@ impl<T> SlotModel<T> {
     pub fn take(&self) -> Option<Arc<T>> {
         self.0.take()
     }
+    /// Owner: take the entry if it is `t` (the hand-off slot's reclaim).
+    pub fn take_if(&self, t: &Arc<T>) -> Option<Arc<T>> {
+        self.0.take_if(t)
+    }
     /// Thief: take (the runtime waits for the grace period first; the model
     /// lets a thief try at any time, which includes every real schedule).
     pub fn steal(&self) -> Option<Arc<T>> {

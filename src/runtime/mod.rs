@@ -327,6 +327,7 @@ impl Builder {
                 slot: slots[i],
                 stealer: d.stealer(),
                 wake_slot: crate::runtime::wake_slot::WakeSlot::new(slots_stealable),
+                handoff: crate::runtime::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),
@@ -1024,9 +1025,12 @@ pub struct WorkerStats {
     /// Joins by a fiber on this worker that ran their own child at once
     /// because nobody had started it yet (the child was queued on another
     /// worker of the node; see [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
-    /// Each one leaves a surplus queue entry behind, which its worker drops
-    /// without running anything; [`stolen_fibers`](Self::stolen_fibers)
-    /// counts such entries when a steal moves them.
+    /// A child that had not left this worker yet (its spawner had not given
+    /// control back since the spawn: the hand-off slot) is simply taken
+    /// back. One that was already in the other worker's inbox leaves a
+    /// surplus queue entry behind there, which that worker drops without
+    /// running anything; [`stolen_fibers`](Self::stolen_fibers) counts such
+    /// entries when a steal moves them.
     pub reclaimed: u64,
     /// Fibers spawned on this worker (by its fibers, or as the fiber of a
     /// stolen [`fiber::join`](crate::fiber::join) job) whose control block

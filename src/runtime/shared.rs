@@ -97,6 +97,12 @@ pub(crate) struct WorkerShared {
     pub(crate) pinned_inbox: Injector<TaskRef>,
     /// The fiber this worker made runnable last (see `runtime::wake_slot`).
     pub(crate) wake_slot: WakeSlot<Task>,
+    /// A child the running fiber spawned for another worker of this node,
+    /// held back until that fiber gives control back (then it goes to the
+    /// placed worker's inbox), unless the fiber joins it first and runs it
+    /// here. Thieves may take it like a wake-slot entry ("The hand-off
+    /// slot", `runtime/README.md`).
+    pub(crate) handoff: WakeSlot<Task>,
     /// Announced asleep (see `runtime::idle`).
     pub(crate) sleeper: Sleeper,
     pub(crate) thread: OnceLock<Thread>,
@@ -214,7 +220,11 @@ impl WorkerShared {
     /// The worker's queue length, read from its queues themselves (the
     /// deadlock detector, explicit-node spawns).
     pub(crate) fn queue_len(&self) -> usize {
-        self.stealer.len() + self.inbox.len() + self.pinned_inbox.len() + usize::from(self.wake_slot.is_occupied())
+        self.stealer.len()
+            + self.inbox.len()
+            + self.pinned_inbox.len()
+            + usize::from(self.wake_slot.is_occupied())
+            + usize::from(self.handoff.is_occupied())
     }
 
     /// The placement probe's estimate of another worker's queue (see
@@ -485,17 +495,60 @@ impl Shared {
             return;
         }
         if let Some(me) = self.local_worker_index() {
+            // SAFETY: `local_worker_index` checked that this thread runs
+            // a worker of this runtime; the pointer is valid for the
+            // duration of this call (no suspension in between).
+            let w = unsafe { &*tls::worker_ptr() };
             if me == target {
-                // SAFETY: `local_worker_index` checked that this thread runs
-                // a worker of this runtime; the pointer is valid for the
-                // duration of this call (no suspension in between).
-                let w = unsafe { &*tls::worker_ptr() };
                 self.push_spawned(me, &w.deque, task);
+                return;
+            }
+            if task.reclaim_by != 0 {
+                // Placed on another worker of this node by its spawner, a
+                // fiber that may join it at once and then run it here
+                // (`fiber::reclaim`): hold it back until that fiber gives
+                // control back ("The hand-off slot", `runtime/README.md`).
+                w.holding.set(true);
+                self.hold(me, task);
                 return;
             }
         }
         self.workers[target].inbox.push(Runnable::Task(task));
         self.notify_worker(target);
+    }
+
+    /// Put `task` (placed on another worker, `Task::last_worker`) into
+    /// worker `me`'s hand-off slot; the entry it displaces goes on to the
+    /// worker it was placed on. Then wake a sleeper as for a spawn into the
+    /// wake slot ([`Shared::push_spawned`]): if the spawner computes on, a
+    /// searching or watching worker takes the entry once it has sat there
+    /// for the grace period.
+    #[inline]
+    fn hold(&self, me: usize, task: TaskRef) {
+        if let Some(prev) = self.workers[me].handoff.put(task) {
+            self.send_on(prev);
+        }
+        self.notify_idle();
+    }
+
+    /// A held-back entry goes to the inbox of the worker placement chose.
+    #[inline(never)]
+    fn send_on(&self, task: TaskRef) {
+        let target = task.last_worker();
+        self.workers[target].inbox.push(Runnable::Task(task));
+        self.notify_worker(target);
+    }
+
+    /// Worker `me`'s running fiber gave control back (or its spawn cannot
+    /// be joined here): send its held-back child on, if any. Owner only.
+    #[inline]
+    pub(crate) fn release_handoff(&self, me: usize) {
+        let slot = &self.workers[me].handoff;
+        if slot.is_occupied() {
+            if let Some(t) = slot.steal() {
+                self.send_on(t);
+            }
+        }
     }
 
     /// Wake a parked fiber (or leave a token if it is still running).

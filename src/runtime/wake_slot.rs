@@ -110,6 +110,19 @@ impl<T> WakeSlot<T> {
         Some(unsafe { Arc::from_raw(p) })
     }
 
+    /// Owner of a stealable slot: take the entry if it is `t` (a thief may
+    /// have taken it already).
+    #[inline]
+    pub(crate) fn take_if(&self, t: &Arc<T>) -> Option<Arc<T>> {
+        let want = Arc::as_ptr(t) as *mut T;
+        match self.ptr.compare_exchange(want, std::ptr::null_mut(), AcqRel, Relaxed) {
+            // SAFETY: the slot owned the reference it stored for `want`
+            // (`put`), and the successful exchange moved it to us alone.
+            Ok(p) => Some(unsafe { Arc::from_raw(p) }),
+            Err(_) => None,
+        }
+    }
+
     /// Anyone: take the entry, if any (thieves call this only after the
     /// grace period; see the module docs).
     pub(crate) fn steal(&self) -> Option<Arc<T>> {

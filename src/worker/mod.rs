@@ -175,6 +175,11 @@ pub(crate) struct WorkerLocal {
     long_slices: Cell<bool>,
     /// Timeout of the next watching park (`WATCH_MIN` ..= `WATCH_MAX`).
     watch: Cell<std::time::Duration>,
+    /// The running fiber put a child into this worker's hand-off slot
+    /// (`Shared::hold`): release it when the fiber gives control back.
+    /// Cleared there; the slot itself may be empty by then (a join took the
+    /// child back, a thief took it).
+    pub(crate) holding: Cell<bool>,
 }
 
 impl WorkerLocal {
@@ -219,6 +224,7 @@ impl WorkerLocal {
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
             watch: Cell::new(WATCH_MIN),
+            holding: Cell::new(false),
         }
     }
 
@@ -610,7 +616,21 @@ impl WorkerLocal {
                 Steal::Retry => continue,
             }
         }
-        self.steal_wake_slot(v).map(|t| (Runnable::Task(t), 1))
+        self.steal_wake_slot(v)
+            .or_else(|| self.steal_handoff(v))
+            .map(|t| (Runnable::Task(t), 1))
+    }
+
+    /// Take worker `v`'s held-back child (`WorkerShared::handoff`) once it
+    /// has sat there for `SLOT_GRACE`: its spawner computes on instead of
+    /// joining it.
+    fn steal_handoff(&self, v: usize) -> Option<TaskRef> {
+        let slot = &self.shared.workers[v].handoff;
+        let gen = slot.generation();
+        if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
+            return None;
+        }
+        slot.steal()
     }
 
     /// Take worker `v`'s wake-slot entry once the same entry has been seen
@@ -728,6 +748,12 @@ impl WorkerLocal {
             let prev = current.replace(&*task);
             let r = coro.resume(());
             current.set(prev);
+            // A child the fiber placed elsewhere and did not join at once
+            // goes to its worker now ("The hand-off slot").
+            if self.holding.get() {
+                self.holding.set(false);
+                shared.release_handoff(self.index);
+            }
             if self.slab_stacks && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
                 crate::fiber::overflow::report_canary(&task);
             }
@@ -1014,6 +1040,9 @@ impl WorkerLocal {
             me.inbox.push(Runnable::Task(t));
         }
         if let Some(t) = me.wake_slot.take() {
+            me.inbox.push(Runnable::Task(t));
+        }
+        if let Some(t) = me.handoff.steal() {
             me.inbox.push(Runnable::Task(t));
         }
         while let Some(t) = self.pop_starved() {
