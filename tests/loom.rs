@@ -832,7 +832,7 @@ fn reclaim_surplus_entry_after_requeue() {
     });
 }
 
-/// A child queue entry for the hand-off slot model: the fiber's state
+/// A child queue entry for the held-child slot model: the fiber's state
 /// machine and its body (a loom cell: two runners are a race).
 struct Child {
     fiber: FiberState,
@@ -855,18 +855,18 @@ impl Child {
     }
 }
 
-/// The hand-off slot (`runtime/README.md`, "The hand-off slot"), on the
+/// The held-child slot (`runtime/README.md`, "The held-child slot"), on the
 /// real `WakeSlot`: the spawner's worker holds child `a`, then child `b`
 /// displaces it (`a` goes on to its placed worker, whose pop is modeled
 /// here), then the spawner joins `b` and takes it back with `take_if`
-/// (reclaim), and finally gives control back (`release_handoff`: a steal
+/// (reclaim), and finally gives control back (`release_held`: a steal
 /// by the owner). A thief steals from the slot at any moment, twice (the
 /// model drops the grace period). Each child runs exactly once with the
 /// run permission (loom reports two holders as a race on its cell) and the
 /// slot ends empty.
 #[test]
-fn handoff_reclaim_vs_steal() {
-    check("handoff_reclaim_vs_steal", Some(3), || {
+fn held_child_reclaim_vs_steal() {
+    check("held_child_reclaim_vs_steal", Some(3), || {
         let slot = Arc::new(SlotModel::<Child>::new());
         let (a, b) = (Arc::new(Child::new()), Arc::new(Child::new()));
         let thief = {

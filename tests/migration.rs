@@ -51,8 +51,8 @@ fn current_worker_follows_migrations() {
                     // on the other worker: the parent, woken by that child,
                     // resumes there (a wake-up goes to the waker's worker).
                     // A child placed round-robin would not do: its parent
-                    // takes it back from the hand-off slot and runs it here
-                    // (`runtime/README.md`, "The hand-off slot").
+                    // takes it back from the held-child slot and runs it here
+                    // (`runtime/README.md`, "The held-child slot").
                     match i % 4 {
                         0 => fiber::sleep(std::time::Duration::from_micros(1)),
                         1 => {

@@ -433,7 +433,7 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// The running fiber joins `task` (not finished yet). If it spawned the
 /// child, the child has not started, and placement sent it to another
 /// worker of this node (`Task::reclaim_by`), run it now on this worker:
-/// take it back from this worker's hand-off slot if it is still held there
+/// take it back from this worker's held-child slot if it is still held there
 /// (`Shared::hold`), else queue a second entry for it in `run_next`, and
 /// suspend with `Suspend::Reclaim`, so the child runs next here and this
 /// fiber resumes
@@ -466,11 +466,11 @@ fn reclaim_slow(task: &TaskRef) {
     let shared = &*w.shared;
     if cannot_suspend(me) || shared.is_shutting_down() {
         // The caller waits without giving control back: the child must
-        // not stay in our hand-off slot meanwhile.
-        shared.release_handoff(w.index);
+        // not stay in our held-child slot meanwhile.
+        shared.release_held(w.index);
         return;
     }
-    if let Some(child) = shared.workers[w.index].handoff.take_if(task) {
+    if let Some(child) = shared.workers[w.index].held.take_if(task) {
         // Still held back here (`Shared::hold`): the one entry there is;
         // no surplus entry elsewhere.
         Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);

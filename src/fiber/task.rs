@@ -68,7 +68,7 @@
 //! cancellation of a queued task). The loom model `reclaim_vs_pop_vs_cancel`
 //! runs this code (`tests/loom.rs`).
 //!
-//! A child that has not left its spawner's worker yet (the hand-off slot,
+//! A child that has not left its spawner's worker yet (the held-child slot,
 //! `runtime/README.md`: held there until the spawner gives control back) is
 //! taken out of that slot by the join instead (`WakeSlot::take_if`) and
 //! put into `run_next` as its one entry: no second entry, no surplus.

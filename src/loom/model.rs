@@ -551,7 +551,7 @@ impl<T> SlotModel<T> {
     pub fn take(&self) -> Option<Arc<T>> {
         self.0.take()
     }
-    /// Owner: take the entry if it is `t` (the hand-off slot's reclaim).
+    /// Owner: take the entry if it is `t` (the held-child slot's reclaim).
     pub fn take_if(&self, t: &Arc<T>) -> Option<Arc<T>> {
         self.0.take_if(t)
     }

@@ -45,6 +45,8 @@ pub(crate) mod wake_slot;
 pub(crate) mod shared;
 #[cfg(test)]
 mod probe_tests;
+#[cfg(test)]
+mod held_child_tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
@@ -327,7 +329,7 @@ impl Builder {
                 slot: slots[i],
                 stealer: d.stealer(),
                 wake_slot: crate::runtime::wake_slot::WakeSlot::new(slots_stealable),
-                handoff: crate::runtime::wake_slot::WakeSlot::new(true),
+                held: crate::runtime::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
                 sleeper: crate::runtime::idle::Sleeper::new(),
@@ -1026,7 +1028,7 @@ pub struct WorkerStats {
     /// because nobody had started it yet (the child was queued on another
     /// worker of the node; see [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
     /// A child that had not left this worker yet (its spawner had not given
-    /// control back since the spawn: the hand-off slot) is simply taken
+    /// control back since the spawn: the held-child slot) is simply taken
     /// back. One that was already in the other worker's inbox leaves a
     /// surplus queue entry behind there, which that worker drops without
     /// running anything; [`stolen_fibers`](Self::stolen_fibers) counts such

@@ -100,9 +100,9 @@ pub(crate) struct WorkerShared {
     /// A child the running fiber spawned for another worker of this node,
     /// held back until that fiber gives control back (then it goes to the
     /// placed worker's inbox), unless the fiber joins it first and runs it
-    /// here. Thieves may take it like a wake-slot entry ("The hand-off
+    /// here. Thieves may take it like a wake-slot entry ("The held-child
     /// slot", `runtime/README.md`).
-    pub(crate) handoff: WakeSlot<Task>,
+    pub(crate) held: WakeSlot<Task>,
     /// Announced asleep (see `runtime::idle`).
     pub(crate) sleeper: Sleeper,
     pub(crate) thread: OnceLock<Thread>,
@@ -224,7 +224,7 @@ impl WorkerShared {
             + self.inbox.len()
             + self.pinned_inbox.len()
             + usize::from(self.wake_slot.is_occupied())
-            + usize::from(self.handoff.is_occupied())
+            + usize::from(self.held.is_occupied())
     }
 
     /// The placement probe's estimate of another worker's queue (see
@@ -507,7 +507,7 @@ impl Shared {
                 // Placed on another worker of this node by its spawner, a
                 // fiber that may join it at once and then run it here
                 // (`fiber::reclaim`): hold it back until that fiber gives
-                // control back ("The hand-off slot", `runtime/README.md`).
+                // control back ("The held-child slot", `runtime/README.md`).
                 w.holding.set(true);
                 self.hold(me, task);
                 return;
@@ -518,14 +518,14 @@ impl Shared {
     }
 
     /// Put `task` (placed on another worker, `Task::last_worker`) into
-    /// worker `me`'s hand-off slot; the entry it displaces goes on to the
+    /// worker `me`'s held-child slot; the entry it displaces goes on to the
     /// worker it was placed on. Then wake a sleeper as for a spawn into the
     /// wake slot ([`Shared::push_spawned`]): if the spawner computes on, a
     /// searching or watching worker takes the entry once it has sat there
     /// for the grace period.
     #[inline]
     fn hold(&self, me: usize, task: TaskRef) {
-        if let Some(prev) = self.workers[me].handoff.put(task) {
+        if let Some(prev) = self.workers[me].held.put(task) {
             self.send_on(prev);
         }
         self.notify_idle();
@@ -542,8 +542,8 @@ impl Shared {
     /// Worker `me`'s running fiber gave control back (or its spawn cannot
     /// be joined here): send its held-back child on, if any. Owner only.
     #[inline]
-    pub(crate) fn release_handoff(&self, me: usize) {
-        let slot = &self.workers[me].handoff;
+    pub(crate) fn release_held(&self, me: usize) {
+        let slot = &self.workers[me].held;
         if slot.is_occupied() {
             if let Some(t) = slot.steal() {
                 self.send_on(t);

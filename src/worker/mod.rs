@@ -175,7 +175,7 @@ pub(crate) struct WorkerLocal {
     long_slices: Cell<bool>,
     /// Timeout of the next watching park (`WATCH_MIN` ..= `WATCH_MAX`).
     watch: Cell<std::time::Duration>,
-    /// The running fiber put a child into this worker's hand-off slot
+    /// The running fiber put a child into this worker's held-child slot
     /// (`Shared::hold`): release it when the fiber gives control back.
     /// Cleared there; the slot itself may be empty by then (a join took the
     /// child back, a thief took it).
@@ -617,15 +617,15 @@ impl WorkerLocal {
             }
         }
         self.steal_wake_slot(v)
-            .or_else(|| self.steal_handoff(v))
+            .or_else(|| self.steal_held(v))
             .map(|t| (Runnable::Task(t), 1))
     }
 
-    /// Take worker `v`'s held-back child (`WorkerShared::handoff`) once it
+    /// Take worker `v`'s held-back child (`WorkerShared::held`) once it
     /// has sat there for `SLOT_GRACE`: its spawner computes on instead of
     /// joining it.
-    fn steal_handoff(&self, v: usize) -> Option<TaskRef> {
-        let slot = &self.shared.workers[v].handoff;
+    fn steal_held(&self, v: usize) -> Option<TaskRef> {
+        let slot = &self.shared.workers[v].held;
         let gen = slot.generation();
         if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
             return None;
@@ -749,10 +749,10 @@ impl WorkerLocal {
             let r = coro.resume(());
             current.set(prev);
             // A child the fiber placed elsewhere and did not join at once
-            // goes to its worker now ("The hand-off slot").
+            // goes to its worker now ("The held-child slot").
             if self.holding.get() {
                 self.holding.set(false);
-                shared.release_handoff(self.index);
+                shared.release_held(self.index);
             }
             if self.slab_stacks && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
                 crate::fiber::overflow::report_canary(&task);
@@ -1042,7 +1042,7 @@ impl WorkerLocal {
         if let Some(t) = me.wake_slot.take() {
             me.inbox.push(Runnable::Task(t));
         }
-        if let Some(t) = me.handoff.steal() {
+        if let Some(t) = me.held.steal() {
             me.inbox.push(Runnable::Task(t));
         }
         while let Some(t) = self.pop_starved() {
