@@ -316,7 +316,8 @@ impl Builder {
         let slots_stealable = nworkers >= 2 && self.policy.steals();
         // NLH reads the published queue lengths of the workers of nodes
         // with two workers or more (`shared::PublishedLen`).
-        let mut node_workers = vec![0usize; topology.num_nodes()];
+        let nodes = slots.iter().map(|s| s.node + 1).max().unwrap_or(0).max(topology.num_nodes());
+        let mut node_workers = vec![0usize; nodes];
         for s in &slots {
             node_workers[s.node] += 1;
         }
