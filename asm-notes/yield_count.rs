@@ -18,7 +18,11 @@
 //! `rayon_joined N`: `rayon_startup`, then waiting until every pool thread
 //! has run its exit handler (rayon's drop does not wait; numafiber's
 //! shutdown joins its workers);
-//! `detect 1`: a fresh process's first detection.
+//! `phases_med N` / `rayon_phases_med N`: per-iteration medians and 90th
+//! percentiles of each phase and of the total;
+//! `detect 1`: a fresh process's first detection, then build, `block_on`
+//! and shutdown apart; `hwloc_split 1`: hwloc's init (plugins) and load
+//! (sysfs scan) apart, with the runtime's discovery settings.
 //!
 //! Per-operation instruction counts come from the difference of two runs:
 //!
@@ -193,6 +197,69 @@ fn main() {
             }
             let k = 1e6 / n as f64;
             println!("build {:.1} block_on {:.1} shutdown {:.1} us", b * k, o * k, d * k);
+        }
+        "phases_med" | "rayon_phases_med" => {
+            // Per-iteration medians (and 90th percentiles) of each phase
+            // and of the whole build + run + shutdown, N iterations.
+            let mut v: Vec<[f64; 4]> = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let t0 = std::time::Instant::now();
+                let (t1, t2) = if mode == "phases_med" {
+                    let rt = Runtime::builder().build().expect("runtime");
+                    let t1 = std::time::Instant::now();
+                    black_box(rt.block_on(move || black_box(i)));
+                    let t2 = std::time::Instant::now();
+                    rt.shutdown();
+                    (t1, t2)
+                } else {
+                    let pool = rayon::ThreadPoolBuilder::new().build().unwrap();
+                    let t1 = std::time::Instant::now();
+                    black_box(pool.install(move || black_box(i)));
+                    let t2 = std::time::Instant::now();
+                    drop(pool);
+                    (t1, t2)
+                };
+                let t3 = std::time::Instant::now();
+                let us = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e6;
+                v.push([us(t0, t1), us(t1, t2), us(t2, t3), us(t0, t3)]);
+            }
+            let q = |k: usize, f: f64| {
+                let mut c: Vec<f64> = v.iter().map(|r| r[k]).collect();
+                c.sort_by(f64::total_cmp);
+                c[((c.len() - 1) as f64 * f) as usize]
+            };
+            println!(
+                "{mode}: median (p90) us: build {:.1} ({:.1}) run {:.1} ({:.1}) shutdown {:.1} ({:.1}) total {:.1} ({:.1})",
+                q(0, 0.5), q(0, 0.9), q(1, 0.5), q(1, 0.9), q(2, 0.5), q(2, 0.9), q(3, 0.5), q(3, 0.9)
+            );
+        }
+        "detect_loop" => {
+            // N detections (hwloc's topology is cached after the first).
+            let _ = Topology::detect().expect("topology");
+            let t0 = std::time::Instant::now();
+            for _ in 0..n {
+                black_box(Topology::detect().expect("topology"));
+            }
+            println!("detect: {:.2} us per call", t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        "hwloc_split" => {
+            // A fresh process's hwloc calls with the runtime's discovery
+            // settings (`topology::hwloc::build_restricted`): init (where
+            // hwloc dlopens its plugins), then load (the sysfs scan).
+            use hwlocality::object::types::ObjectType as T;
+            use hwlocality::topology::builder::{BuildFlags, TypeFilter};
+            let t0 = std::time::Instant::now();
+            let b = hwlocality::Topology::builder();
+            let t1 = std::time::Instant::now();
+            let b = b.with_flags(BuildFlags::IGNORE_MEMORY_ATTRIBUTES | BuildFlags::IGNORE_CPU_KINDS).expect("flags");
+            let b = b.without_component("x86").expect("component");
+            let b = b.with_cpu_cache_type_filter(TypeFilter::KeepNone).expect("filter");
+            let b = b.with_io_type_filter(TypeFilter::KeepNone).expect("filter");
+            let b = b.with_type_filter(T::Misc, TypeFilter::KeepNone).expect("filter");
+            let topo = b.build().expect("load");
+            let t2 = std::time::Instant::now();
+            black_box(&topo);
+            println!("hwloc init {:.1} us, load {:.1} us", (t1 - t0).as_secs_f64() * 1e6, (t2 - t1).as_secs_f64() * 1e6);
         }
         "rayon_phases" => {
             let (mut b, mut o, mut d) = (0f64, 0f64, 0f64);

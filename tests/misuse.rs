@@ -663,6 +663,17 @@ fn strict_pinning_outside_the_cpu_affinity_is_a_typed_error() {
         // SAFETY: getpid has no preconditions.
         set_affinity(unsafe { libc::getpid() }, &cpus[..1]).unwrap();
         assert_eq!(numafiber::topology::allowed_cpus(), vec![cpus[0]]);
+        // `detect` caches its result per affinity mask: the narrowed
+        // affinity gets a narrowed topology, the wide one the wide again.
+        let narrow = Topology::detect().unwrap();
+        assert_eq!(narrow.num_pus(), 1, "{narrow:?}");
+        assert!(narrow.description().contains("restricted to the 1 of"), "{}", narrow.description());
+        // SAFETY: getpid has no preconditions.
+        set_affinity(unsafe { libc::getpid() }, &cpus).unwrap();
+        assert_eq!(Topology::detect().unwrap(), wide);
+        // SAFETY: as above.
+        set_affinity(unsafe { libc::getpid() }, &cpus[..1]).unwrap();
+        assert_eq!(Topology::detect().unwrap(), narrow);
         let e = Runtime::builder().topology(wide.clone()).workers(2).strict_pinning(true).build().unwrap_err();
         assert!(
             matches!(e.kind(), BuildErrorKind::CpuNotAllowed { worker: 1, cpu, allowed } if *cpu == cpus[1] && allowed == &vec![cpus[0]]),

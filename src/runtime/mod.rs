@@ -316,11 +316,12 @@ impl Builder {
         let slots_stealable = nworkers >= 2 && self.policy.steals();
         // NLH reads the published queue lengths of the workers of nodes
         // with two workers or more (`shared::PublishedLen`).
-        let mut node_workers = std::collections::HashMap::new();
+        let nodes = slots.iter().map(|s| s.node + 1).max().unwrap_or(0).max(topology.num_nodes());
+        let mut node_workers = vec![0usize; nodes];
         for s in &slots {
-            *node_workers.entry(s.node).or_insert(0usize) += 1;
+            node_workers[s.node] += 1;
         }
-        let published = |node: usize| self.policy == Policy::Nlh && node_workers[&node] >= 2;
+        let published = |node: usize| self.policy == Policy::Nlh && node_workers[node] >= 2;
         let workers: Box<[WorkerShared]> = deques
             .iter()
             .enumerate()
@@ -364,7 +365,14 @@ impl Builder {
         crate::fiber::stack::side::install_panic_hook();
         shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
         shared.deadlock.strict.store(self.strict_deadlock, Relaxed);
-        let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
+        // Only strict pinning waits for the workers' pinning results (a
+        // channel per runtime otherwise unused).
+        let (tx, rx) = if strict {
+            let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         let mut threads = Vec::with_capacity(nworkers);
         for (i, deque) in deques.into_iter().enumerate() {
             let sh = shared.clone();
@@ -389,13 +397,15 @@ impl Builder {
         // worker that starts late finds its queue and the shutdown flag as
         // any worker between two checks does; `Stats` waits for them all.
         let mut failure = None;
-        for _ in 0..if strict { nworkers } else { 0 } {
-            match rx.recv() {
-                Ok((i, Err(reason))) if strict && failure.is_none() => {
-                    failure = Some(BuildErrorKind::Pinning { worker: i, cpu: slots[i].cpu, reason });
+        if let Some(rx) = rx {
+            for _ in 0..nworkers {
+                match rx.recv() {
+                    Ok((i, Err(reason))) if failure.is_none() => {
+                        failure = Some(BuildErrorKind::Pinning { worker: i, cpu: slots[i].cpu, reason });
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
                 }
-                Ok(_) => {}
-                Err(_) => break,
             }
         }
         let rt = Runtime { shared, threads };
@@ -435,7 +445,7 @@ fn worker_main(
     shared: Arc<Shared>,
     deque: Deque<Runnable>,
     pin: bool,
-    tx: mpsc::Sender<(usize, Result<(), String>)>,
+    tx: Option<mpsc::Sender<(usize, Result<(), String>)>>,
 ) {
     let me = &shared.workers[i];
     let _ = me.thread.set(std::thread::current());
@@ -445,8 +455,9 @@ fn worker_main(
     me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
     // Publishes `tid` and `pinned_ok` to `Stats::collect` (Acquire there).
     shared.started.fetch_add(1, Release);
-    let _ = tx.send((i, pinned));
-    drop(tx);
+    if let Some(tx) = tx {
+        let _ = tx.send((i, pinned));
+    }
     let altstack = crate::fiber::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
     let local = WorkerLocal::new(i, shared.clone(), deque);

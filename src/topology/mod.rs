@@ -313,6 +313,12 @@ impl Topology {
     ///
     /// The result has [`is_this_machine`](Self::is_this_machine) `== true`.
     ///
+    /// hwloc reads the machine once per process; the result for the
+    /// current CPU affinity is kept too, so a repeated call (every default
+    /// [`Runtime`](crate::Runtime) build calls it) costs one
+    /// `sched_getaffinity` and a copy. A process whose affinity changed
+    /// gets the topology of its new affinity.
+    ///
     /// # Errors
     ///
     /// [`TopologyErrorKind::Detection`] when hwloc cannot read the machine.

@@ -144,9 +144,26 @@ const WARM_TOP: usize = 32 * 1024;
 /// once (see the module docs).
 const SPILL_BATCH: usize = WARM_POOL / 2;
 
-/// Stacks in the first slab of a size class (each next slab doubles, up to
-/// `MAX_SLAB_BYTES`).
+/// At most this many stacks in the first slab of a size class (each next
+/// slab doubles, up to `MAX_SLAB_BYTES`).
 const FIRST_SLAB_STACKS: usize = 16;
+
+/// The first slab of a size class holds at most this many bytes of stacks
+/// (one stack at least): 4 default 256 KiB stacks. A slab that spans a
+/// whole 2 MiB page-table page (x86-64 PMD) frees that page-table page
+/// when it is unmapped, and then the kernel's TLB flush interrupts every
+/// CPU that ran the process, idle ones included (lazy TLB): a runtime that
+/// only ever used its first slab (a short-lived one) paid 19-20 µs for that
+/// `munmap` in its shutdown in this VM, against 4 µs for a 1 MiB slab
+/// (issue 15, start-up; BENCHMARKS.md "Start-up, part 5").
+const FIRST_SLAB_BYTES: usize = 1 << 20;
+
+/// Stacks in slab number `k` (from 0) of a class with stacks of `usable`
+/// bytes and `stride` bytes with the guard page.
+fn slab_stacks(k: u32, usable: usize, stride: usize) -> usize {
+    let first = FIRST_SLAB_STACKS.min((FIRST_SLAB_BYTES / usable).max(1));
+    (first << k.min(24)).min((MAX_SLAB_BYTES / stride).max(1))
+}
 
 /// Largest slab (address space only: `MAP_NORESERVE`).
 const MAX_SLAB_BYTES: usize = 4 << 30;
@@ -641,7 +658,7 @@ impl StackPool {
         if c.carve_end - c.carve_next < stride {
             // Geometric growth, capped; halve on refusal (strict overcommit
             // or a small address-space limit) down to one stack.
-            let mut n = (FIRST_SLAB_STACKS << c.slabs.min(24)).min((MAX_SLAB_BYTES / stride).max(1));
+            let mut n = slab_stacks(c.slabs, usable, stride);
             let (base, len) = loop {
                 let len = n.checked_mul(stride).ok_or_else(|| {
                     StackError::Os(io::Error::new(io::ErrorKind::InvalidInput, "slab size overflows"))
@@ -811,6 +828,32 @@ impl StackPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first slab of the default class stays below one 2 MiB
+    /// page-table page (see `FIRST_SLAB_BYTES`), small classes keep
+    /// `FIRST_SLAB_STACKS`, and every class still grows geometrically to
+    /// the cap.
+    #[test]
+    fn first_slabs_stay_below_a_page_table_page() {
+        let page = os::page_size();
+        for usable in [MIN_STACK_SIZE, 64 << 10, DEFAULT_STACK_SIZE, 1 << 20, 8 << 20] {
+            let stride = usable + page;
+            let first = slab_stacks(0, usable, stride);
+            assert!(first >= 1);
+            if usable <= FIRST_SLAB_BYTES {
+                assert!(first * usable <= FIRST_SLAB_BYTES, "{usable}: {first} stacks");
+            } else {
+                assert_eq!(first, 1);
+            }
+            assert!(first <= FIRST_SLAB_STACKS);
+            assert_eq!(slab_stacks(1, usable, stride), 2 * first);
+            assert_eq!(slab_stacks(30, usable, stride), (MAX_SLAB_BYTES / stride).max(1));
+        }
+        assert_eq!(slab_stacks(0, MIN_STACK_SIZE, MIN_STACK_SIZE + page), FIRST_SLAB_STACKS);
+        let d = slab_stacks(0, DEFAULT_STACK_SIZE, DEFAULT_STACK_SIZE + page);
+        assert_eq!(d, 4);
+        assert!(d * (DEFAULT_STACK_SIZE + page) < 2 << 20);
+    }
 
     /// A one-way flow of stacks (taken from pool `a`, given back to pool
     /// `b`, as when fibers start on one worker and finish on another) goes
