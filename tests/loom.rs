@@ -54,7 +54,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel, SpinLockModel};
+use numafiber::__loom::{FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel, SpinLockModel};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -568,17 +568,23 @@ fn join_watching_vs_complete() {
 fn scope_wait_vs_join() {
     check("scope_wait_vs_join", Some(3), || {
         let (p, body) = JoinPacket::fiber(|| 9u32);
-        let scope = p.clone();
-        let t = thread::spawn(move || body.run());
-        let s = thread::spawn(move || {
-            scope.wait_as_scope();
-            assert!(scope.is_done());
-        });
-        assert_eq!(p.wait().unwrap(), 9);
-        s.join().unwrap();
-        t.join().unwrap();
-        assert!(!p.unjoined_panic());
+        scope_wait_vs_join_on(p, body);
     });
+}
+
+/// The parties of `scope_wait_vs_join` (and of its in-task twin) on the
+/// packet `p` of the fiber `body` (which returns 9).
+fn scope_wait_vs_join_on(p: JoinPacket<u32>, body: FiberBody) {
+    let scope = p.clone();
+    let t = thread::spawn(move || body.run());
+    let s = thread::spawn(move || {
+        scope.wait_as_scope();
+        assert!(scope.is_done());
+    });
+    assert_eq!(p.wait().unwrap(), 9);
+    s.join().unwrap();
+    t.join().unwrap();
+    assert!(!p.unjoined_panic());
 }
 
 /// A graph latch opened by two parties at once (`Packet::complete`, the
@@ -1225,15 +1231,6 @@ fn detach_vs_cancel() {
 fn scope_wait_vs_join_in_task() {
     check("scope_wait_vs_join_in_task", Some(3), || {
         let (p, body) = JoinPacket::fiber_in_task(|| 9u32);
-        let scope = p.clone();
-        let t = thread::spawn(move || body.run());
-        let s = thread::spawn(move || {
-            scope.wait_as_scope();
-            assert!(scope.is_done());
-        });
-        assert_eq!(p.wait().unwrap(), 9);
-        s.join().unwrap();
-        t.join().unwrap();
-        assert!(!p.unjoined_panic());
+        scope_wait_vs_join_on(p, body);
     });
 }

@@ -6,43 +6,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::test_support::{my_worker, occupy};
 use super::Runtime;
-use crate::fiber::{self, Builder, JoinHandle};
-use crate::worker::tls;
+use crate::fiber;
 use crate::{Policy, Topology};
 
-/// A round-robin (`RandomSteal`) runtime of 2 workers on one node, and a
-/// fiber that keeps worker `other` busy (pinned, spinning) until `release`
-/// is set, so that nobody steals from the root's worker meanwhile.
-fn occupy(other: usize, release: &Arc<AtomicBool>) -> JoinHandle<()> {
-    let started = Arc::new(AtomicBool::new(false));
-    let (s, r) = (started.clone(), release.clone());
-    let h = Builder::new()
-        .worker(other)
-        .spawn(move || {
-            s.store(true, SeqCst);
-            let t0 = Instant::now();
-            while !r.load(SeqCst) && t0.elapsed() < Duration::from_secs(60) {
-                std::hint::spin_loop();
-            }
-        })
-        .unwrap();
-    let t0 = Instant::now();
-    while !started.load(SeqCst) {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the spinner did not start");
-        std::thread::yield_now();
-    }
-    h
-}
+// Both tests: a round-robin (`RandomSteal`) runtime of 2 workers on one
+// node, the other worker kept busy (`occupy`) so that nobody steals.
 
-fn my_worker() -> usize {
-    let w = tls::worker_ptr();
-    assert!(!w.is_null());
-    // SAFETY: a fiber runs on a live worker of this runtime.
-    unsafe { (*w).index }
-}
 
 #[test]
 fn a_child_joined_at_once_never_reaches_the_other_worker() {

@@ -47,6 +47,8 @@ pub(crate) mod shared;
 mod probe_tests;
 #[cfg(test)]
 mod held_child_tests;
+#[cfg(test)]
+mod test_support;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::shared::{Shared, SpawnerProbe, PUBLISH_SLACK};
+use super::test_support::{my_worker, occupy};
 use super::Runtime;
 use crate::fiber::{self, Builder};
 use crate::policy::LoadProbe;
-use crate::worker::tls;
 use crate::{Policy, Topology};
 
 /// The true queue of worker `w` (its queues themselves) and the probe's
@@ -37,28 +37,10 @@ fn estimate_tracks_a_busy_workers_own_pushes_within_the_slack() {
     let shared = rt.shared.clone();
     assert!(shared.workers.iter().all(|w| w.published_len.enabled()));
     let checked = rt.block_on(move || {
-        let w = tls::worker_ptr();
-        // SAFETY: a fiber runs on a live worker of this runtime.
-        let me = unsafe { (*w).index };
+        let me = my_worker();
         let other = 1 - me;
-        let started = Arc::new(AtomicBool::new(false));
         let release = Arc::new(AtomicBool::new(false));
-        let (s2, r2) = (started.clone(), release.clone());
-        let spinner = Builder::new()
-            .worker(other)
-            .spawn(move || {
-                s2.store(true, SeqCst);
-                let t0 = Instant::now();
-                while !r2.load(SeqCst) && t0.elapsed() < Duration::from_secs(60) {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap();
-        let t0 = Instant::now();
-        while !started.load(SeqCst) {
-            assert!(t0.elapsed() < Duration::from_secs(60), "the spinner did not start");
-            std::thread::yield_now();
-        }
+        let spinner = occupy(other, &release);
         // SAFETY: this fiber runs on worker `me` and does not suspend
         // while `own` is used (local spawns do not suspend).
         let own = unsafe { SpawnerProbe::new(&shared, me) };

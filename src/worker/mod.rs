@@ -625,12 +625,7 @@ impl WorkerLocal {
     /// has sat there for `SLOT_GRACE`: its spawner computes on instead of
     /// joining it.
     fn steal_held(&self, v: usize) -> Option<TaskRef> {
-        let slot = &self.shared.workers[v].held;
-        let gen = slot.generation();
-        if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
-            return None;
-        }
-        slot.steal()
+        steal_ripe(&self.shared.workers[v].held)
     }
 
     /// Take worker `v`'s wake-slot entry once the same entry has been seen
@@ -639,12 +634,7 @@ impl WorkerLocal {
     /// is stamped in the slot (shared by all thieves: no per-victim memory
     /// here).
     fn steal_wake_slot(&self, v: usize) -> Option<TaskRef> {
-        let slot = &self.shared.workers[v].wake_slot;
-        let gen = slot.generation();
-        if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
-            return None;
-        }
-        slot.steal()
+        steal_ripe(&self.shared.workers[v].wake_slot)
     }
 
     fn run_runnable(&self, r: Runnable) {
@@ -1054,6 +1044,16 @@ impl WorkerLocal {
         let stacks = self.stacks.borrow();
         me.counters.stacks_mapped.store(stacks.mapped, Relaxed);
     }
+}
+
+/// A thief's take of another worker's slot entry: only once the same entry
+/// (generation) has been seen there for `SLOT_GRACE`.
+fn steal_ripe(slot: &crate::runtime::wake_slot::WakeSlot<Task>) -> Option<TaskRef> {
+    let gen = slot.generation();
+    if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
+        return None;
+    }
+    slot.steal()
 }
 
 fn steal_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
