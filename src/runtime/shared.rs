@@ -508,35 +508,44 @@ impl Shared {
                 // fiber that may join it at once and then run it here
                 // (`fiber::reclaim`): hold it back until that fiber gives
                 // control back ("The held-child slot", `runtime/README.md`).
-                w.holding.set(true);
-                self.hold(me, task);
+                self.hold(w, task);
                 return;
             }
         }
+        self.push_inbox(target, task);
+    }
+
+    /// `task` into worker `target`'s inbox, then make sure someone runs it
+    /// (`notify_worker`).
+    #[inline]
+    fn push_inbox(&self, target: usize, task: TaskRef) {
         self.workers[target].inbox.push(Runnable::Task(task));
         self.notify_worker(target);
     }
 
-    /// Put `task` (placed on another worker, `Task::last_worker`) into
-    /// worker `me`'s held-child slot; the entry it displaces goes on to the
+    /// Put `task` (placed on another worker, `Task::last_worker`) into the
+    /// held-child slot of this thread's worker `w`, and flag it for release
+    /// (`WorkerLocal::holding`); the entry it displaces goes on to the
     /// worker it was placed on. Then wake a sleeper as for a spawn into the
     /// wake slot ([`Shared::push_spawned`]): if the spawner computes on, a
     /// searching or watching worker takes the entry once it has sat there
     /// for the grace period.
     #[inline]
-    fn hold(&self, me: usize, task: TaskRef) {
-        if let Some(prev) = self.workers[me].held.put(task) {
+    fn hold(&self, w: &crate::worker::WorkerLocal, task: TaskRef) {
+        w.holding.set(true);
+        if let Some(prev) = self.workers[w.index].held.put(task) {
             self.send_on(prev);
         }
         self.notify_idle();
     }
 
-    /// A held-back entry goes to the inbox of the worker placement chose.
+    /// A held-back child goes to the inbox of the worker placement chose
+    /// (`Task::last_worker`). Out of line: `reschedule_from`'s own
+    /// `push_inbox` stays inlined (calling this from there cost the 1-worker
+    /// spawn + join 5 Ir in callgrind).
     #[inline(never)]
     fn send_on(&self, task: TaskRef) {
-        let target = task.last_worker();
-        self.workers[target].inbox.push(Runnable::Task(task));
-        self.notify_worker(target);
+        self.push_inbox(task.last_worker(), task);
     }
 
     /// Worker `me`'s running fiber gave control back (or its spawn cannot
@@ -606,9 +615,7 @@ impl Shared {
         }
         // Not the body: the shutdown drain may be destroying it already
         // (see `Task::last_worker`).
-        let last = task.last_worker();
-        self.workers[last].inbox.push(Runnable::Task(task));
-        self.notify_worker(last);
+        self.push_inbox(task.last_worker(), task);
     }
 
     /// The running fiber of worker `me` made `task` runnable (spawned it
