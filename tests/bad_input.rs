@@ -72,3 +72,34 @@ fn block_on_inside_a_fiber_panics_with_advice() {
     let e = rt.spawn(move || rt2.block_on(|| 1)).join().unwrap_err();
     assert!(e.panic_message().unwrap().contains("await_fiber"), "{e}");
 }
+
+/// `indexes=` lists in a synthetic description are checked before hwloc
+/// sees them: an index out of range made hwloc allocate and walk a bitmap
+/// of 2^32 bits (42 s) and then report 3 PUs for a description of 4.
+#[test]
+fn synthetic_indexes_out_of_range_count_or_repeated_are_typed_errors() {
+    for (desc, says) in [
+        ("pack:2 pu:2(indexes=4294967295,0,1,2)", "OS index 4294967295 in `indexes=` is out of range"),
+        ("pack:2 pu:2(indexes=0,1,2,99999999999999999999999)", "out of range"),
+        ("pack:2 pu:2(indexes=0,1,2)", "lists 3 OS indexes but the level has 4 objects"),
+        ("pack:2 pu:2(indexes=0,1,2,3,4)", "lists 5 OS indexes but the level has 4 objects"),
+        ("pack:2 pu:2(indexes=0,1,1,2)", "OS index 1 appears twice"),
+        ("pack:2 pu:2(indexes=0,1,-2,3)", "neither a comma-separated list"),
+        ("pack:2 pu:2(indexes=)", "neither a comma-separated list"),
+        ("pack:2 [numa(indexes=0,5000)] pu:2", "OS index 5000 in `indexes=` is out of range"),
+    ] {
+        let e = Topology::synthetic(desc).unwrap_err();
+        assert_eq!(e.kind(), TopologyErrorKind::InvalidSynthetic, "{desc}: {e}");
+        assert!(e.to_string().contains(says), "{desc}: {e}");
+    }
+    // Valid lists and interleavings still build, with every PU.
+    for (desc, pus, nodes) in [
+        ("pack:2 pu:2(indexes=0,2,1,3)", 4, 1),
+        ("pack:2 core:2 pu:2(indexes=core:pu)", 8, 1),
+        ("pack:2 [numa(indexes=1,0)] pu:2", 4, 2),
+        ("pack:2 numa:1(indexes=1,0) pu:2(indexes=3,2,1,0)", 4, 2),
+    ] {
+        let t = Topology::synthetic(desc).unwrap_or_else(|e| panic!("{desc}: {e}"));
+        assert_eq!((t.num_pus(), t.num_nodes()), (pus, nodes), "{desc}");
+    }
+}

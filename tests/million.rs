@@ -1,5 +1,7 @@
 //! A million live fibers at once (unguarded slab stacks), their memory
 //! cost, and shutdown with all of them parked. Prints the measured figures.
+//! Ignored in a plain `cargo test` (it needs about 6.5 GB):
+//! `cargo test --release --test million -- --ignored` runs it (CI does).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ impl Drop for Counted {
 }
 
 #[test]
+#[ignore = "scale: a million parked fibers, about 6.5 GB of memory; run with --ignored (CI does)"]
 fn a_million_parked_fibers() {
     const N: usize = 1_000_000;
     let stack: usize = std::env::var("MILLION_STACK").ok().and_then(|s| s.parse().ok()).unwrap_or(6 * 1024);

@@ -253,12 +253,17 @@ pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
     let mut count_only = false;
     // Objects of the level above the current one.
     let mut above: u64 = 1;
-    for tok in split_synthetic(desc)? {
+    for (tok, attrs) in split_synthetic(desc)? {
+        if tok.is_empty() {
+            check_indexes(&tok, &attrs, 1)?; // the machine's group
+            continue;
+        }
         if let Some(inner) = tok.strip_prefix('[') {
             let ty = inner.strip_suffix(']').ok_or_else(|| format!("`{tok}` lacks its closing `]`"))?;
             if !is_numa_type(ty) {
                 return Err(format!("`{tok}`: only NUMA nodes can be attached in brackets"));
             }
+            check_indexes(&tok, &attrs, objs)?;
             size.nodes = size.nodes.saturating_add(objs);
             numa_levels = true;
             continue;
@@ -278,6 +283,7 @@ pub(super) fn synthetic_size(desc: &str) -> Result<SyntheticSize, String> {
         above = objs;
         objs = objs.saturating_mul(n);
         size.arity = size.arity.max(n);
+        check_indexes(&tok, &attrs, objs)?;
         if ty.is_some_and(is_numa_type) {
             size.nodes = size.nodes.saturating_add(objs);
             numa_levels = true;
@@ -300,37 +306,95 @@ fn is_numa_type(t: &str) -> bool {
     matches!(t.as_str(), "numa" | "numanode" | "node")
 }
 
-/// Whitespace-separated tokens with their `(...)` attribute groups cut
-/// off (the groups may contain spaces); a leading group is the machine's.
-fn split_synthetic(desc: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
+/// Whitespace-separated tokens, each with the text of its `(...)` attribute
+/// group (the groups may contain spaces; empty when there is none). A
+/// leading group is the machine's: it comes back as the token `""`.
+fn split_synthetic(desc: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
     let mut cur = String::new();
+    let mut attrs = String::new();
     let mut depth = 0usize;
+    let flush = |out: &mut Vec<(String, String)>, cur: &mut String, attrs: &mut String| {
+        if !cur.is_empty() || !attrs.is_empty() {
+            out.push((std::mem::take(cur), std::mem::take(attrs)));
+        }
+    };
     for c in desc.chars() {
         match c {
-            '(' => depth += 1,
+            '(' => {
+                if depth > 0 {
+                    attrs.push(c);
+                }
+                depth += 1;
+            }
             ')' => {
                 depth = depth.checked_sub(1).ok_or_else(|| "it has an unmatched `)`".to_string())?;
-            }
-            _ if depth > 0 => {}
-            c if c.is_whitespace() => {
-                if !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                if depth > 0 {
+                    attrs.push(c);
                 }
             }
+            c if depth > 0 => attrs.push(c),
+            c if c.is_whitespace() => flush(&mut out, &mut cur, &mut attrs),
+            // (`[numa(attrs)]`: the group sits inside the token)
             c => cur.push(c),
         }
     }
     if depth > 0 {
         return Err("it has an unmatched `(`".into());
     }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    if out.is_empty() {
+    flush(&mut out, &mut cur, &mut attrs);
+    if out.iter().all(|(tok, _)| tok.is_empty()) {
         return Err("it has no level".into());
     }
     Ok(out)
+}
+
+/// Check the `indexes=` attribute of a level of `objects` objects, if it has
+/// one. hwloc takes either an explicit list of OS indexes, one per object of
+/// the whole level (`pu:4(indexes=0,2,1,3)`), or a colon-separated list of
+/// object types to interleave (`pu:4(indexes=core:pu)`). A list is checked
+/// here because hwloc does not: a huge index makes it allocate and walk a
+/// bitmap that large (minutes), a short list or a repeated index silently
+/// drops objects. Every index must be below [`MAX_PUS`](super::MAX_PUS).
+fn check_indexes(tok: &str, attrs: &str, objects: u64) -> Result<(), String> {
+    use super::MAX_PUS;
+    let shown = if tok.is_empty() { "the machine" } else { tok };
+    for attr in attrs.split_whitespace() {
+        let Some(list) = attr.strip_prefix("indexes=") else { continue };
+        if !list.is_empty()
+            && list.split(':').all(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()))
+            && list.chars().any(|c| c.is_ascii_alphabetic())
+        {
+            continue; // interleaving by object types: hwloc computes the indexes
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut n: u64 = 0;
+        for item in list.split(',') {
+            if item.is_empty() || !item.chars().all(|c| c.is_ascii_digit()) {
+                return Err(format!(
+                    "`{shown}`: `indexes={list}` is neither a comma-separated list of OS indexes \
+                     (decimal numbers) nor a colon-separated list of object types"
+                ));
+            }
+            let i: u64 = item.parse().unwrap_or(u64::MAX);
+            if i >= MAX_PUS as u64 {
+                return Err(format!(
+                    "`{shown}`: OS index {item} in `indexes=` is out of range (each must be below {MAX_PUS})"
+                ));
+            }
+            if !seen.insert(i) {
+                return Err(format!("`{shown}`: OS index {i} appears twice in `indexes=` (each must be unique)"));
+            }
+            n += 1;
+        }
+        if n != objects {
+            return Err(format!(
+                "`{shown}`: `indexes=` lists {n} OS indexes but the level has {objects} objects \
+                 (one index per object of the whole level)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
