@@ -72,6 +72,20 @@ pub enum BuildErrorKind {
         /// The PUs the process may run on.
         allowed: Vec<usize>,
     },
+    /// Strict pinning could not give each worker a processing unit of its
+    /// own: the topology is not this machine and its PUs are mapped onto
+    /// fewer CPUs than there are workers (the CPUs the process may use), so
+    /// two workers would be pinned to the same CPU.
+    SharedPu {
+        /// The later of the two workers.
+        worker: usize,
+        /// The earlier worker planned on the same CPU.
+        shares_with: usize,
+        /// OS index of the CPU both would be pinned to.
+        cpu: usize,
+        /// The CPUs the topology's PUs are mapped onto.
+        cpus: Vec<usize>,
+    },
 }
 
 impl BuildError {
@@ -142,6 +156,17 @@ impl fmt::Display for BuildError {
                  cgroup cpuset), use Topology::detect() (it only lists allowed PUs), lower \
                  workers(), or call strict_pinning(false)",
                 crate::topology::format_cpu_list(allowed)
+            ),
+            BuildErrorKind::SharedPu { worker, shares_with, cpu, cpus } => write!(
+                f,
+                "strict pinning could not give each worker its own processing unit: the topology \
+                 is not this machine, its PUs are mapped onto the {} CPU(s) this process may use \
+                 ({}), so workers {shares_with} and {worker} would both be pinned to cpu {cpu}; \
+                 lower workers() to at most {}, run with a wider CPU affinity (taskset, cgroup \
+                 cpuset), or call strict_pinning(false) to let workers share CPUs",
+                cpus.len(),
+                crate::topology::format_cpu_list(cpus),
+                cpus.len()
             ),
         }
     }

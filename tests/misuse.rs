@@ -696,6 +696,47 @@ fn strict_pinning_outside_the_cpu_affinity_is_a_typed_error() {
     expect_child_ok(me, LIMIT, |_| {});
 }
 
+/// A topology that is not this machine is mapped onto the CPUs the process
+/// may use; under an affinity of one CPU strict pinning used to pin both
+/// workers of a 2-PU topology to that CPU and report success.
+#[test]
+fn strict_pinning_that_cannot_give_each_worker_its_own_pu_is_a_typed_error() {
+    let me = "strict_pinning_that_cannot_give_each_worker_its_own_pu_is_a_typed_error";
+    if is_child(me) {
+        let only: usize = std::env::var("NUMAFIBER_ONLY_CPU").unwrap().parse().unwrap();
+        assert_eq!(numafiber::topology::allowed_cpus(), vec![only]);
+        let e = Runtime::builder().topology(Topology::uniform(1, 2)).strict_pinning(true).build().unwrap_err();
+        assert!(
+            matches!(e.kind(), BuildErrorKind::SharedPu { worker: 1, shares_with: 0, cpu, cpus } if *cpu == only && cpus == &vec![only]),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("could not give each worker its own processing unit"), "{e}");
+        assert!(e.to_string().contains("strict_pinning(false)"), "{e}");
+        // One worker has a CPU of its own: strict pinning holds.
+        let rt = Runtime::builder().topology(Topology::uniform(1, 2)).workers(1).strict_pinning(true).build().unwrap();
+        assert_eq!(rt.stats().workers[0].cpu, only);
+        drop(rt);
+        // Without strict pinning both workers share the CPU and run.
+        let rt = Runtime::builder().topology(Topology::uniform(1, 2)).build().unwrap();
+        assert_eq!(rt.block_on(|| 4), 4);
+        assert!(rt.stats().workers.iter().all(|w| w.cpu == only));
+        child_done();
+        return;
+    }
+    if in_some_child() {
+        return;
+    }
+    let cpus = numafiber::topology::allowed_cpus();
+    let only = cpus[0];
+    expect_child_ok(me, LIMIT, |cmd| {
+        cmd.env("NUMAFIBER_ONLY_CPU", only.to_string());
+        // SAFETY: the closure only calls sched_setaffinity (async-signal-safe).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || set_affinity(0, &[only]));
+        }
+    });
+}
+
 /// Item 11: a count-only synthetic string used to slip past the size guard
 /// and run for ever inside hwloc.
 #[test]

@@ -165,10 +165,12 @@ impl Builder {
         self.pin_workers = pin;
         self
     }
-    /// Fail the build when a worker cannot have a PU of its own, would be
-    /// pinned outside the process CPU affinity
-    /// ([`BuildErrorKind::CpuNotAllowed`]), or cannot be pinned (default
-    /// false: best effort, reported in [`Stats`]).
+    /// Fail the build when a worker cannot have a PU of its own (more
+    /// workers than PUs: [`BuildErrorKind::TooManyWorkers`]; a topology that
+    /// is not this machine mapped onto fewer allowed CPUs than workers:
+    /// [`BuildErrorKind::SharedPu`]), would be pinned outside the process
+    /// CPU affinity ([`BuildErrorKind::CpuNotAllowed`]), or cannot be pinned
+    /// (default false: best effort, reported in [`Stats`]).
     pub fn strict_pinning(mut self, strict: bool) -> Builder {
         self.strict_pinning = strict;
         self
@@ -310,6 +312,21 @@ impl Builder {
             let allowed = topology::allowed_cpus();
             if let Some((worker, s)) = slots.iter().enumerate().find(|(_, s)| !allowed.contains(&s.cpu)) {
                 return Err(BuildError::new(BuildErrorKind::CpuNotAllowed { worker, cpu: s.cpu, allowed }));
+            }
+            // A topology that is not this machine is mapped onto the CPUs
+            // the process may use; with fewer of them than workers, two
+            // workers would share one.
+            let mut first_on = std::collections::HashMap::with_capacity(slots.len());
+            for (worker, s) in slots.iter().enumerate() {
+                if let Some(&shares_with) = first_on.get(&s.cpu) {
+                    return Err(BuildError::new(BuildErrorKind::SharedPu {
+                        worker,
+                        shares_with,
+                        cpu: s.cpu,
+                        cpus: topology::real_cpus(),
+                    }));
+                }
+                first_on.insert(s.cpu, worker);
             }
         }
         let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
