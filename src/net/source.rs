@@ -108,7 +108,8 @@ impl<S: Source + AsRawFd> IoSource<S> {
                     None => {
                         // mio's register takes `&mut`, but only reads the
                         // fd: register through a by-fd source.
-                        let mut fd = mio::unix::SourceFd(&self.sock.as_raw_fd());
+                        let raw = self.sock.as_raw_fd();
+                        let mut fd = mio::unix::SourceFd(&raw);
                         let r = reactor.register(&mut fd)?;
                         self.reg.get_or_init(|| r)
                     }
