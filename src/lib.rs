@@ -27,7 +27,7 @@
 //!
 //! ## Modules
 //!
-//! * [`runtime`]: [`Runtime`] and its [`Builder`](runtime::Builder)
+//! * [`runtime`]: [`Runtime`] and its [`Builder`]
 //!   (workers, one per PU by default, pinned with hwloc; topology; policy;
 //!   stack size), [`Runtime::block_on`], [`Runtime::spawn`] from plain
 //!   threads, [`Runtime::stats`], [`Runtime::shutdown`] (also on drop), and
@@ -39,7 +39,7 @@
 //!   `eager`), and [`spawn_blocking`](fiber::spawn_blocking), which runs a
 //!   blocking call on a helper thread while the fiber parks.
 //! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
-//!   `WaitGroup`, `Event`, `AutoResetEvent`, [`oneshot`](sync::oneshot)
+//!   `WaitGroup`, `Event`, `AutoResetEvent`, [`oneshot`](fn@sync::oneshot)
 //!   (promise and future) and [`sync::channel`] (bounded, rendezvous,
 //!   unbounded); they park the fiber, not the thread, and work from plain
 //!   threads too. `block_on` reports deadlocks Go-style.

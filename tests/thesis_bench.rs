@@ -119,7 +119,7 @@ fn bad_input_is_a_usage_error() {
 /// The bound is the exact optimum of small cases worked by hand.
 #[test]
 fn units_bound_matches_hand_computed_optima() {
-    // Issue 16: 32 singles, 2 heavies of 100 on 2x1 imbalanced: one heavy
+    // The old defaults: 32 singles, 2 heavies of 100 on 2x1 imbalanced: one heavy
     // each, 24 singles on the fast worker, 8 (x3) on the slow one: 124.
     assert_eq!(bench::units_bound(&[true, false], 32, 2, 100, true), 124);
     // 64 singles, no thieves: T + T/3 >= 64 -> 48 (16 slow, 48 fast).
