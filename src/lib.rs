@@ -92,12 +92,10 @@ pub(crate) mod loom;
 pub mod graph;
 pub mod policy;
 pub mod net;
-pub(crate) mod reactor;
 pub mod runtime;
 pub mod sim;
 pub mod sync;
 pub mod topology;
-mod worker;
 
 /// Thin public wrappers around the protocol code, for the loom models in
 /// `tests/loom.rs` only (built with `RUSTFLAGS="--cfg loom"`).

@@ -100,12 +100,11 @@
 //! turns the check off. Before it panics, `block_on` destroys its root
 //! fiber (running its destructors), because the root may borrow from the
 //! caller's frame. The proof and its one timing assumption are in
-//! `src/sync/deadlock.rs`.
+//! `src/runtime/deadlock.rs`.
 
 mod auto_reset_event;
 pub mod channel;
 mod condvar;
-pub(crate) mod deadlock;
 mod latch;
 pub(crate) mod lock;
 mod mutex;
