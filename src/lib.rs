@@ -104,7 +104,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-mod error;
 pub mod fiber;
 #[allow(dead_code)]
 pub(crate) mod loom;
@@ -122,7 +121,7 @@ pub mod topology;
 #[doc(hidden)]
 pub use crate::loom::model as __loom;
 
-pub use error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
+pub use runtime::error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
 pub use policy::{Policy, PolicyOptions, StealChunk};
 pub use runtime::{Builder, NodeStats, Runtime, Stats, WorkerStats};
 pub use topology::{NumaNode, Topology, TopologyError, TopologyErrorKind, WorkerSlot};

@@ -14,9 +14,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::runtime::task::{wait_kind, TaskRef};
 use super::JoinHandle;
-use crate::runtime::shared::Shared;
+use crate::runtime::task::wait_kind;
+use crate::runtime::{self, Waiter};
 
 /// Most helper threads alive at once.
 pub const MAX_BLOCKING_THREADS: usize = 64;
@@ -97,7 +97,7 @@ impl Pool {
 
 /// The result slot a helper fills and the fiber waiting for it.
 struct Slot<T> {
-    state: Mutex<(Option<std::thread::Result<T>>, Option<TaskRef>)>,
+    state: Mutex<(Option<std::thread::Result<T>>, Option<Waiter>)>,
 }
 
 /// Run the blocking closure `f` (file I/O, DNS through `to_socket_addrs`,
@@ -137,10 +137,10 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (task, shared) = super::current_task_and_shared().expect("spawn_blocking's fiber runs in a runtime");
+    let me = Waiter::current();
+    assert!(me.is_fiber(), "spawn_blocking's fiber runs in a runtime");
     let slot = Arc::new(Slot { state: Mutex::new((None, None)) });
     let job_slot = slot.clone();
-    let job_shared: Arc<Shared> = shared;
     let job: Job = Box::new(move || {
         let r = panic::catch_unwind(AssertUnwindSafe(f));
         let waiter = {
@@ -148,8 +148,8 @@ where
             g.0 = Some(r);
             g.1.take()
         };
-        if let Some(t) = waiter {
-            job_shared.wake(t);
+        if let Some(w) = waiter {
+            w.wake();
         }
     });
     if let Err(e) = pool().submit(job) {
@@ -164,12 +164,12 @@ where
                     Err(p) => panic::resume_unwind(p),
                 };
             }
-            g.1 = Some(task.clone());
+            g.1 = Some(me.clone());
         }
-        super::set_wait_reason(wait_kind::BLOCKING, 0);
-        super::park_current();
-        super::set_wait_reason(wait_kind::NONE, 0);
-        if super::current_cannot_suspend() {
+        runtime::set_wait_reason(wait_kind::BLOCKING, 0);
+        runtime::park();
+        runtime::set_wait_reason(wait_kind::NONE, 0);
+        if runtime::current_cannot_suspend() {
             // Cannot park (not reached from this fiber's own body, which
             // is unwound at its suspension point when destroyed): wait on
             // the thread instead of spinning on `park`.

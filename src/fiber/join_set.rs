@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::error::JoinError;
+use crate::runtime::error::JoinError;
 use crate::runtime::task::wait_kind;
 use crate::fiber::JoinHandle;
 use crate::runtime::Handle;
@@ -138,13 +138,13 @@ impl<T: Send + 'static> JoinSet<T> {
         // Captured by the closure, so it also reports a fiber whose closure
         // is dropped unrun (destroyed by shutdown before it started).
         let finished = Finished { key, ready: self.ready.clone() };
-        let h = crate::fiber::spawn_on(
+        let h = crate::runtime::spawn_on(
             handle.shared(),
             move || {
                 let _finished = finished;
                 f()
             },
-            crate::fiber::SpawnOpts::default(),
+            crate::runtime::SpawnOpts::default(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         self.handles.insert(key, h);

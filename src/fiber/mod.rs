@@ -60,617 +60,23 @@
 mod blocking;
 mod join_set;
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use crate::runtime::error::{JoinError, SpawnError, SpawnErrorKind};
 pub use join_set::JoinSet;
 pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use crate::runtime::task::stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
-use crate::runtime::shared::{Counters, Shared};
-use crate::runtime::context;
-use crate::runtime::task::{self, job, packet, stack};
-use job::OwnedJob;
-use packet::{park_caller, Completion};
-use task::{Suspend, Task, TaskRef};
+pub use crate::runtime::task::join::JoinHandle;
 
-// ---------------------------------------------------------------------------
-// Internal helpers: the running fiber and its runtime.
-
-/// The running fiber, if any.
-fn current_task() -> Option<&'static Task> {
-    let p = context::current_task_ptr();
-    // SAFETY: a non-null CURRENT points to the task the worker (or the
-    // shutdown drain) is running on this thread, and it holds a `TaskRef`
-    // for at least as long as the fiber runs. The `'static` is never
-    // exposed beyond one non-suspending use.
-    (!p.is_null()).then(|| unsafe { &*p })
-}
-
-/// A new strong reference to the running task.
-fn current_task_ref() -> Option<TaskRef> {
-    let p = context::current_task_ptr();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: CURRENT was set from `&*task` of a live `Arc<Task>` (so it is
-    // the `Arc`'s pointer) that the runner keeps alive meanwhile.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Some(Arc::from_raw(p))
-    }
-}
-
-/// The runtime of the calling worker thread.
-fn current_shared() -> Option<Arc<Shared>> {
-    let w = context::worker_ptr();
-    // SAFETY: a non-null WORKER points to this thread's live worker.
-    (!w.is_null()).then(|| unsafe { (*w).shared.clone() })
-}
-
-/// The running fiber's runtime, as a pointer (no count); null off a
-/// worker. The `Arc` behind it lives while this thread's worker runs.
-#[inline]
-pub(crate) fn current_shared_ptr() -> *const Shared {
-    let w = context::worker_ptr();
-    // SAFETY: a non-null WORKER points to this thread's live worker.
-    if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
-}
-
-pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
-    let t = current_task_ref()?;
-    let s = current_shared()?;
-    Some((t, s))
-}
-
-/// Count one finished fiber on the worker running this thread.
-pub(crate) fn note_completed() {
-    let w = context::worker_ptr();
-    if !w.is_null() {
-        // SAFETY: this thread's live worker.
-        let w = unsafe { &*w };
-        Counters::bump(&w.shared.workers[w.index].counters.completed, 1);
-    }
-}
-
-/// Id of the running fiber, if any.
-pub(crate) fn current_id() -> Option<u64> {
-    current_task().map(|t| t.id)
-}
-
-/// The running fiber is being destroyed by the shutdown drain.
-pub(crate) fn current_is_cancelling() -> bool {
-    current_task().is_some_and(|t| t.cancelling.get())
-}
-
-/// The running fiber cannot suspend now (being destroyed, or unwinding):
-/// a wait loop must not spin on `park` then. `false` on plain threads.
-pub(crate) fn current_cannot_suspend() -> bool {
-    current_task().is_some_and(cannot_suspend)
-}
-
-/// Record what the running fiber is about to wait on (deadlock report);
-/// no-op on plain threads. Clear with `task::wait_kind::NONE`.
-pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
-    if let Some(t) = current_task() {
-        set_task_wait_reason(t, kind, obj);
-    }
-}
-
-/// `set_wait_reason` for a caller that knows its own task `t`.
-#[inline]
-pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
-    t.wait_obj.store(obj, Relaxed);
-    t.wait_kind.store(kind, Relaxed);
-}
-
-/// The running fiber may not suspend: it is being destroyed, or it is
-/// unwinding a panic (the panic count is per thread, so another fiber
-/// resumed on this thread would see it).
-#[inline]
-pub(crate) fn cannot_suspend(t: &Task) -> bool {
-    t.cancelling.get() || std::thread::panicking()
-}
-
-fn suspend(reason: Suspend) {
-    suspend_task(context::current_task_ptr(), reason);
-}
-
-/// Suspend the running fiber, whose task is `t` (read from TLS by the
-/// caller just before: one accessor call per suspension, not two).
-#[inline(always)]
-fn suspend_task(t: *const Task, reason: Suspend) {
-    debug_assert!(!t.is_null());
-    // SAFETY: we are the running fiber, so our task's body is ours; we only
-    // read the yielder pointer, which points into our own stack and was set
-    // when the coroutine started.
-    let y = unsafe { (*(*t).body_ptr()).yielder };
-    debug_assert!(!y.is_null());
-    // SAFETY: the yielder lives on this fiber's stack for its whole life.
-    unsafe { (*y).suspend(reason) };
-    // From here on we may be on another thread: re-read all TLS (`t` is
-    // not TLS: it is our own task, the same on every thread).
-}
-
-/// Park the running fiber until `Shared::wake` (or return at once if a
-/// wake-up token is pending). May return spuriously: callers loop.
-pub(crate) fn park_current() {
-    park_task(context::current_task_ptr());
-}
-
-/// `park_current` for a caller that already read the running task `t`
-/// (null on a plain thread) from TLS, without suspending since.
-#[inline]
-pub(crate) fn park_task(t: *const Task) {
-    if t.is_null() {
-        crate::loom::thread::park();
-        return;
-    }
-    // SAFETY: non-null CURRENT: the running task, alive while it runs (see
-    // `current_task`).
-    let task = unsafe { &*t };
-    if task.take_token() || cannot_suspend(task) {
-        return;
-    }
-    suspend_task(t, Suspend::Park);
-}
-
-static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
-const ID_BLOCK: u64 = 1024;
-thread_local! {
-    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-}
-
-/// A process-unique fiber id (ids are handed to threads in blocks).
-#[inline(never)]
-pub(crate) fn next_fiber_id() -> u64 {
-    IDS.with(|c| {
-        let (n, end) = c.get();
-        if n < end {
-            c.set((n + 1, end));
-            n
-        } else {
-            let b = NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Relaxed);
-            c.set((b + 1, b + ID_BLOCK));
-            b
-        }
-    })
-}
-
-#[derive(Default, Clone)]
-pub(crate) struct SpawnOpts {
-    pub(crate) name: Option<Arc<str>>,
-    pub(crate) stack_size: Option<usize>,
-    pub(crate) node: Option<usize>,
-    pub(crate) worker: Option<usize>,
-    pub(crate) pinned: bool,
-    /// Push onto the spawner's own deque (fork-join children).
-    pub(crate) local: bool,
-    /// Run the child at once on this worker; the parent is queued.
-    pub(crate) eager: bool,
-}
-
-/// Largest closure-plus-result size a fiber with a `stack_size` byte stack
-/// accepts: the closure is moved onto the fiber's stack (in unoptimised
-/// builds more than once) before it runs, so it may take a quarter.
-pub(crate) fn closure_limit(stack_size: usize) -> usize {
-    stack_size / 4
-}
-
-pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    // SAFETY: `F` and `T` are `'static`, so nothing can dangle.
-    unsafe { spawn_unchecked(shared, f, opts) }
-}
-
-/// Spawn without the `'static` bound.
-///
-/// # Safety
-/// The caller guarantees the fiber finishes (or is destroyed) before
-/// anything it borrows goes away: `scope` and `join` wait for their
-/// children on every path, including unwinding and shutdown.
-pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
-where
-    F: FnOnce() -> T + Send + 'a,
-    T: Send + 'a,
-{
-    let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
-    match stack::check_size(stack_size, shared.stack_mode) {
-        Ok(()) => {}
-        Err(stack::SizeError::TooSmall { minimum }) => {
-            return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum }));
-        }
-        Err(stack::SizeError::TooLarge { maximum }) => {
-            return Err(SpawnError::new(SpawnErrorKind::StackTooLarge { requested: stack_size, maximum }));
-        }
-    }
-    let nworkers = shared.workers.len();
-    if let Some(w) = opts.worker {
-        if w >= nworkers {
-            return Err(SpawnError::new(SpawnErrorKind::NoSuchWorker { worker: w, workers: nworkers }));
-        }
-    }
-    if let Some(n) = opts.node {
-        if !shared.workers.iter().any(|w| w.slot.node == n) {
-            let nodes = shared.workers.iter().map(|w| w.slot.node + 1).max().unwrap_or(0);
-            return Err(SpawnError::new(SpawnErrorKind::NoSuchNode { node: n, nodes }));
-        }
-        if let Some(w) = opts.worker {
-            let worker_node = shared.workers[w].slot.node;
-            if worker_node != n {
-                return Err(SpawnError::new(SpawnErrorKind::WorkerNotOnNode { worker: w, node: n, worker_node }));
-            }
-        }
-    }
-    let size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
-    let limit = closure_limit(stack_size);
-    if size > limit {
-        return Err(SpawnError::new(SpawnErrorKind::ClosureTooLarge { size, stack_size, limit }));
-    }
-    if shared.is_shutting_down() {
-        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
-    }
-    // No limit on how many fibers exist: an unstarted fiber owns no stack.
-    let local = shared.local_worker();
-    // SAFETY: a non-null `local_worker` is this thread's live worker, used
-    // below only before this function suspends (work-first).
-    let local = unsafe { local.as_ref() };
-    let me = local.map(|w| w.index);
-    if me.is_none() && shared.in_forked_child() {
-        // Only a foreign thread can get here in a forked child: no worker
-        // of this runtime exists there.
-        return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
-    }
-    let node_worker = |n: usize| {
-        (0..nworkers)
-            .filter(|&w| shared.workers[w].slot.node == n)
-            .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
-            .expect("checked above that the node has workers")
-    };
-    // Pinned: to `worker(w)`, else to a worker of `node(n)`, else to the
-    // spawning worker, else where placement says.
-    let pinned = match (opts.worker, opts.pinned) {
-        (Some(w), _) => Some(w),
-        (None, true) => Some(match (opts.node, me) {
-            (Some(n), _) => node_worker(n),
-            (None, Some(m)) => m,
-            (None, None) => shared.sched.place(None, &**shared),
-        }),
-        (None, false) => None,
-    };
-    // Work-first (runtime-wide option) or eager (per spawn): the child runs
-    // now on this worker. Only from a fiber of this runtime that may
-    // suspend, and only when the child may run here.
-    let work_first = (pinned.is_none() || (opts.eager && pinned == me))
-        && opts.node.is_none()
-        && me.is_some()
-        && (opts.eager || (shared.sched.options().work_first && !opts.local))
-        && current_task().is_some_and(|t| !cannot_suspend(t));
-    let target = if let Some(p) = pinned {
-        p
-    } else if let Some(n) = opts.node {
-        node_worker(n)
-    } else if let (true, Some(m)) = (opts.local || work_first, me) {
-        m
-    } else {
-        shared.place_new(me)
-    };
-    let placed_by_policy = pinned.is_none() && opts.node.is_none() && !(opts.local || work_first);
-    if !placed_by_policy {
-        shared.sched.record_placement_on_spawner_thread(me, target);
-    }
-    // Reclaim (`task` module docs): the spawning fiber may run this child
-    // itself when it joins it unstarted, if placement sent it to another
-    // worker of this node with a stealing policy (the thesis' node choice
-    // stands; round-robin stays a no-stealing baseline).
-    let reclaim_by = match me {
-        Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && shared.sched.steals() => {
-            current_task().map_or(0, |t| t.id)
-        }
-        _ => 0,
-    };
-    let new = task::NewTask {
-        id: next_fiber_id(),
-        name: opts.name,
-        stack_size,
-        pinned,
-        placed: pinned.unwrap_or(target),
-        reclaim_by,
-        entry: None,
-    };
-    let make_task = |entry: Option<task::Entry>| {
-        let new = task::NewTask { entry, ..new };
-        match (local, me) {
-            (Some(w), Some(m)) => {
-                let counters = &shared.workers[m].counters;
-                Counters::bump(&counters.spawned, 1);
-                // A finished task's memory from this worker's pool, if any
-                // (`task_pool`).
-                w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
-            }
-            _ => {
-                shared.foreign_spawned.fetch_add(1, Relaxed);
-                Arc::new(new.into_task())
-            }
-        }
-    };
-    let (task, packet) = if packet::fits_in_task::<F, T>() {
-        // The closure and the packet in the task itself: no allocation
-        // (`packet` module docs, "In the task").
-        let task = make_task(None);
-        // SAFETY: the caller's contract keeps every borrow of `f` alive
-        // until the fiber is finished or destroyed; `task` was just made
-        // (its slot empty: `write_over` resets it) and nobody else can
-        // reach it until we clone or queue it below; it fits; the handle
-        // built below holds a `TaskRef` as long as its `PacketRef`.
-        let (entry, packet) = unsafe { packet::new_in_task(&task.main, f) };
-        // SAFETY: the spawner holds the new task's run permission until it
-        // queues the task (`task` module docs, step 1): nobody else
-        // touches the body.
-        unsafe { task.body().entry = Some(entry) };
-        (task, packet)
-    } else {
-        // The closure and the packet in one allocation (issue 15).
-        // SAFETY: the caller's contract keeps every borrow of `f` alive
-        // until the fiber is finished or destroyed.
-        let (entry, packet) = unsafe { packet::new_main(f) };
-        (make_task(Some(entry)), packet)
-    };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
-    if work_first {
-        // Work-first (Cilk): run the child now; this fiber goes to the
-        // deque where thieves may take it.
-        let w = context::worker_ptr();
-        // SAFETY: `me.is_some()` so this thread runs a live worker of
-        // `shared`; the reference is dropped before we suspend.
-        unsafe { (*w).set_run_next(task) };
-        suspend(Suspend::Handoff);
-    } else {
-        shared.submit(task, target);
-    }
-    Ok(handle)
-}
-
-/// Surplus entries a reclaim may leave in one inbox: at this many queued
-/// entries in the inbox the child was placed in, a join waits instead (the
-/// surplus entries of reclaimed children are dropped only when that worker
-/// or a thief gets to them, so a worker stuck in one long fiber must not
-/// collect them without bound: about 350 bytes each).
-const RECLAIM_INBOX_LIMIT: usize = 1024;
-
-/// The running fiber joins `task` (not finished yet). If it spawned the
-/// child, the child has not started, and placement sent it to another
-/// worker of this node (`Task::reclaim_by`), run it now on this worker:
-/// take it back from this worker's held-child slot if it is still held there
-/// (`Shared::hold`), else queue a second entry for it in `run_next`, and
-/// suspend with `Suspend::Reclaim`, so the child runs next here and this
-/// fiber resumes
-/// right after it, on this worker (protocol: `task` module docs,
-/// "Reclaim"). Returns when this fiber runs again:
-/// usually after the child finished; the caller then waits as usual
-/// (the child may have parked, or another worker may have started it
-/// first, and then our entry is surplus).
-#[inline]
-fn reclaim(task: &TaskRef) {
-    if task.reclaim_by != 0 {
-        reclaim_slow(task);
-    }
-}
-
-#[inline(never)]
-fn reclaim_slow(task: &TaskRef) {
-    let (w, t) = context::worker_and_task();
-    if w.is_null() || t.is_null() {
-        return; // a plain thread (or the shutdown drain)
-    }
-    // SAFETY: the running task (see `current_task`); used before the
-    // suspension below only.
-    let me = unsafe { &*t };
-    if me.id != task.reclaim_by || !task.is_fresh() {
-        return;
-    }
-    // SAFETY: this thread's live worker; not used after the suspension.
-    let w = unsafe { &*w };
-    let shared = &*w.shared;
-    if cannot_suspend(me) || shared.is_shutting_down() {
-        // The caller waits without giving control back: the child must
-        // not stay in our held-child slot meanwhile.
-        shared.release_held(w.index);
-        return;
-    }
-    if let Some(child) = shared.workers[w.index].held.take_if(task) {
-        // Still held back here (`Shared::hold`): the one entry there is;
-        // no surplus entry elsewhere.
-        Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
-        w.set_run_next(child);
-        suspend_task(t, Suspend::Reclaim);
-        return;
-    }
-    // The spawner's fibers never leave its runtime, so `placed` indexes
-    // this runtime's workers (checked anyway: a hint read racily).
-    let placed = task.last_worker();
-    if placed >= shared.workers.len()
-        || shared.node_of(placed) != shared.node_of(w.index)
-        || shared.workers[placed].inbox.len() >= RECLAIM_INBOX_LIMIT
-    {
-        return;
-    }
-    Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
-    shared.sched.fiber_entered_node(shared.node_of(w.index));
-    w.set_run_next(task.clone());
-    suspend_task(t, Suspend::Reclaim);
-}
-
-fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
-    if let Some(s) = current_shared() {
-        return Ok(s);
-    }
-    // A destructor run by the shutdown drain (no worker on this thread any
-    // more) is still inside its runtime, which accepts no new fibers.
-    if current_shared_for_drain().is_some() {
-        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
-    }
-    Err(SpawnError::new(SpawnErrorKind::NoRuntime))
-}
+use crate::runtime::task::{packet, wait_kind, TaskRef};
+use crate::runtime::{self, Handle, SpawnOpts};
 
 // ---------------------------------------------------------------------------
 // Public API.
-
-/// An owned permission to join a fiber (`std::thread::JoinHandle` shape).
-///
-/// Dropping it detaches the fiber: it keeps running.
-pub struct JoinHandle<T> {
-    packet: packet::PacketRef<T>,
-    /// Dropped by `Drop` (into the worker's task pool when it is the last
-    /// reference), never elsewhere.
-    task: std::mem::ManuallyDrop<TaskRef>,
-    _p: PhantomData<T>,
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        // A handle never leaves its waiter behind (`when_any` unwinding,
-        // an abandoned `join_watching`): `fiber::packet`'s protocol.
-        // SAFETY: the handle is its packet's one owner.
-        unsafe { self.packet.clear_waiter() };
-        // An in-task packet dies with the task, not with an `Arc` of its
-        // own: leave it to the fiber (which then drops the result on its
-        // stack), or take the result out if it is there (`packet` module
-        // docs, "Detaching"). A joined handle (`TAKEN`) only loads.
-        let detached = if self.packet.in_task() {
-            // SAFETY: the one owner, waiter withdrawn just above, and the
-            // packet is not used again (the field is only dropped: a plain
-            // pointer).
-            unsafe { self.packet.detach() }
-        } else {
-            None
-        };
-        // SAFETY: the field is taken only here, once, and not used after.
-        let t = unsafe { std::mem::ManuallyDrop::take(&mut self.task) };
-        // After a join this is usually the task's last reference.
-        crate::runtime::task::pool::release(t);
-        // Dropped here, as the handle's last `Arc` dropped it before: a
-        // destructor's panic reaches the handle's owner.
-        drop(detached);
-    }
-}
-
-impl<T> std::fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinHandle").field("id", &self.task.id).field("finished", &self.is_finished()).finish()
-    }
-}
-
-impl<T> JoinHandle<T> {
-    /// Wait for the fiber and take its result; `Err` carries its panic.
-    /// Inside a fiber this suspends the fiber; on a plain thread it blocks
-    /// the thread.
-    ///
-    /// **A fiber joining its own child that nobody has started yet runs it
-    /// now** (Cilk's `sync`, a lazy task's `co_await`): when placement sent
-    /// the child to another worker of the caller's NUMA node and that
-    /// worker has not got to it, the child starts at once on the caller's
-    /// worker, before anything else queued there, and the caller continues
-    /// on the same worker right after the child finishes or first suspends
-    /// (if it suspended, the caller then waits for it as usual). It is the same
-    /// fiber: its id, name, stack size and result are the ones of the
-    /// handle, and [`WorkerStats::reclaimed`](crate::runtime::WorkerStats::reclaimed)
-    /// counts these joins. Without it a recursive tree of `spawn` + `join`
-    /// (skynet) unfolds breadth-first on two workers: each parent waits for
-    /// a child in the other worker's inbox while its own worker starts more
-    /// subtrees (13,000-27,000 live stacks instead of about 7). Nothing
-    /// changes for children that are pinned, placed with
-    /// [`Builder::node`], [`Builder::worker`] or [`Builder::local`], placed
-    /// on another node (the thesis' node choice stands), placed under a
-    /// policy that does not steal ([`Policy::RoundRobin`](crate::policy::Policy::RoundRobin)),
-    /// or already started; nor for a joiner other than the spawning fiber
-    /// (a fiber handed the handle, a plain thread): those wait, and the
-    /// child runs where it was placed or is stolen as before. The same
-    /// holds for the implicit joins at the end of a [`scope`].
-    ///
-    /// ```
-    /// use numafiber::{fiber, Runtime};
-    /// let rt = Runtime::builder().workers(1).build().unwrap();
-    /// let err = rt.block_on(|| fiber::spawn(|| -> u8 { panic!("boom") }).join().unwrap_err());
-    /// assert_eq!(err.panic_message(), Some("boom"));
-    /// ```
-    pub fn join(self) -> Result<T, JoinError> {
-        // SAFETY (both waits): a `JoinHandle` is its packet's one owner
-        // (not `Clone`; `join` consumes it).
-        if self.packet.is_done() {
-            return unsafe { self.packet.wait() };
-        }
-        reclaim(&self.task);
-        set_wait_reason(task::wait_kind::JOIN, self.task.id);
-        let r = unsafe { self.packet.wait() };
-        set_wait_reason(task::wait_kind::NONE, 0);
-        r
-    }
-
-    /// `join` for `Runtime::block_on`: wake every `every` and call `check`
-    /// with the joined task (the deadlock detector). When `check` returns a
-    /// report, destroy the fiber, then panic with it. On every unwinding
-    /// path the fiber is destroyed or awaited first (its closure may borrow
-    /// from `block_on`'s caller).
-    pub(crate) fn join_watching(
-        self,
-        shared: &Arc<Shared>,
-        every: Duration,
-        mut check: impl FnMut(&TaskRef) -> Option<String>,
-    ) -> Result<T, JoinError> {
-        struct Guard<'h, T> {
-            h: &'h JoinHandle<T>,
-            shared: &'h Arc<Shared>,
-        }
-        impl<T> Drop for Guard<'_, T> {
-            fn drop(&mut self) {
-                destroy_until_done(self.shared, &self.h.task, &*self.h.packet);
-            }
-        }
-        let _root = crate::runtime::deadlock::BlockOnRoot::register(&self.task);
-        let guard = Guard { h: &self, shared };
-        loop {
-            // SAFETY: the handle (consumed) is the packet's owner.
-            if let Some(r) = unsafe { self.packet.try_take_or_register() } {
-                std::mem::forget(guard);
-                return r;
-            }
-            std::thread::park_timeout(every);
-            if !self.packet.is_done() {
-                if let Some(report) = check(&self.task) {
-                    drop(guard); // destroys the root before we unwind
-                    panic!("{report}");
-                }
-            }
-        }
-    }
-
-    /// Whether the fiber has finished (its result is ready).
-    ///
-    /// ```
-    /// use numafiber::{fiber, Runtime};
-    /// let rt = Runtime::builder().workers(1).build().unwrap();
-    /// let h = rt.spawn(|| 1);
-    /// while !h.is_finished() { std::thread::yield_now(); }
-    /// assert_eq!(h.join().unwrap(), 1);
-    /// ```
-    pub fn is_finished(&self) -> bool {
-        self.packet.is_done()
-    }
-
-    /// The fiber's id (as in [`FiberInfo::id`]).
-    pub fn id(&self) -> u64 {
-        self.task.id
-    }
-}
 
 /// Spawn a fiber on the current fiber's runtime; it is placed by the
 /// runtime's policy.
@@ -731,22 +137,8 @@ where
 /// ```
 #[inline]
 pub fn yield_now() {
-    // Inlined into the caller on purpose: the fiber then resumes inside its
-    // caller's frame, and the worker's `call` into the fiber is matched by
-    // the `ret` of the fiber's next switch back, so the CPU's return-address
-    // predictor stays right (a non-inlined `yield_now` returns to its
-    // caller where the predictor expects the worker, twice per yield). The
-    // TLS read is therefore the non-inlined accessor (see `worker::tls`).
-    let t = context::current_task_ptr();
-    if t.is_null() {
-        std::thread::yield_now();
-        return;
-    }
-    // SAFETY: as in `current_task`; not used after the suspension.
-    if cannot_suspend(unsafe { &*t }) {
-        return;
-    }
-    suspend_task(t, Suspend::Yield);
+    // Inlined into the caller (see `runtime::yield_now`).
+    runtime::yield_now()
 }
 
 /// Wait for a fiber and return its value (corolib `co_await` on a task).
@@ -778,43 +170,7 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 /// assert!(t.elapsed() >= Duration::from_millis(5));
 /// ```
 pub fn sleep(d: Duration) {
-    if current_is_cancelling() || current_shared_for_drain().is_some() {
-        // A destructor run by the shutdown drain: nothing can wake a timer
-        // any more and sleeping would only delay the shutdown.
-        return;
-    }
-    let (Some(t), false) = (current_task(), context::worker_ptr().is_null()) else {
-        std::thread::sleep(d);
-        return;
-    };
-    let Some(deadline) = Instant::now().checked_add(d) else {
-        // Effectively forever: park until woken spuriously, again and again.
-        loop {
-            sleep(Duration::from_secs(3600 * 24));
-        }
-    };
-    if cannot_suspend(t) {
-        std::thread::sleep(d);
-        return;
-    }
-    loop {
-        if Instant::now() >= deadline {
-            return;
-        }
-        let w = context::worker_ptr();
-        let me = current_task_ref().expect("in a fiber");
-        // SAFETY: non-null WORKER is this thread's live worker; no
-        // suspension happens while the reference is used.
-        unsafe { (*w).add_timer(deadline, me) };
-        park_current();
-        let t = current_task();
-        if let Some(t) = t {
-            t.timed_wait_over();
-        }
-        if t.is_some_and(cannot_suspend) {
-            return;
-        }
-    }
+    runtime::sleep(d)
 }
 
 /// Run `a` and `b` in parallel, possibly, and return both results
@@ -842,158 +198,9 @@ where
     RA: Send,
     RB: Send,
 {
-    // One accessor call for both (read again after `a`, which may suspend).
-    let (w, t) = context::worker_and_task();
-    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
-    if w.is_null() || t.is_null() || cannot_suspend(unsafe { &*t }) {
-        return (a(), b());
-    }
-    // In `ManuallyDrop`: when the caller runs `b` inline, the job holds
-    // nothing (its closure was taken, no result, waiter or runner was ever
-    // stored), so that common path skips the drop glue; the other paths
-    // empty it with `clear`.
-    let job = std::mem::ManuallyDrop::new(job::StackJob::new(b));
-    let jref = job.as_job_ref();
-    // SAFETY: this thread's live worker; not kept across `a`.
-    unsafe {
-        (*w).deque.push(job::Runnable::Job(jref));
-        (*w).notify_idle_after_push();
-    }
-    // A forced unwind (shutdown drain, `block_on`'s deadlock path) through
-    // `job.wait()` below must not free the job while its runner uses it.
-    struct Settle<'j>(&'j dyn job::OwnedJob);
-    impl Drop for Settle<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                settle_job(&|| (self.0.runner(), self.0.is_done()));
-            }
-            self.0.clear();
-        }
-    }
-    let settle = Settle(&*job);
-    let ra = catch_unwind(AssertUnwindSafe(a));
-    // `a` may have suspended: we may be on another worker now (TLS re-read).
-    let w = context::worker_ptr();
-    let mut mine = false;
-    if !w.is_null() {
-        // SAFETY: as above.
-        let w = unsafe { &*w };
-        match w.deque.pop() {
-            Some(job::Runnable::Job(j)) if j == jref => mine = true,
-            Some(other) => w.deque.push(other),
-            None => {}
-        }
-    }
-    let rb = if mine {
-        std::mem::forget(settle);
-        let r = job.run_inline();
-        debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
-        r
-    } else {
-        if current_is_cancelling() {
-            settle_job(&|| (job.runner(), job.is_done()));
-        }
-        let r = job.wait();
-        std::mem::forget(settle);
-        job.clear();
-        r
-    };
-    match (ra, rb) {
-        (Ok(ra), Ok(rb)) => (ra, rb),
-        (Err(p), _) => resume_unwind(p),
-        (Ok(_), Err(e)) => e.resume(),
-    }
+    runtime::join(a, b)
 }
 
-/// A fiber being destroyed waits for its `fiber::join` job (`probe`: its
-/// runner fiber, whether it is done): destroy the runner if it is parked;
-/// during the shutdown drain nothing else can run it, so give up there;
-/// otherwise (`block_on`'s deadlock path, workers alive) wait for it.
-fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
-    loop {
-        let (runner, done) = probe();
-        if done {
-            return;
-        }
-        let Some(shared) = current_shared_for_drain() else { return };
-        if let Some(t) = runner {
-            if crate::runtime::destroy(&shared, &t) {
-                continue;
-            }
-        }
-        if shared.draining.load(Acquire) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Block until `packet` completes; during cancellation destroy the child
-/// instead of waiting for it.
-pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
-    if packet.is_done() {
-        return;
-    }
-    reclaim(task);
-    set_wait_reason(task::wait_kind::JOIN, task.id);
-    wait_child_inner(task, packet);
-    set_wait_reason(task::wait_kind::NONE, 0);
-}
-
-fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
-    while !packet.is_done() {
-        if current_is_cancelling() {
-            let Some(shared) = current_shared_for_drain() else { return };
-            if crate::runtime::destroy(&shared, task) || packet.is_done() {
-                continue;
-            }
-            if shared.draining.load(Acquire) {
-                // Running elsewhere cannot happen during the drain (no
-                // worker is left); do not spin on it either.
-                return;
-            }
-            // `block_on`'s deadlock path destroys fibers while the workers
-            // still run: the child is running or queued there. It borrows
-            // from us, so wait for it to finish or park (then destroy it).
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        }
-        if !packet.register_current() {
-            park_caller();
-        }
-    }
-}
-
-/// Make sure the fiber of `task` is finished or destroyed before the
-/// caller goes on: destroy it when it is queued or parked, otherwise (it
-/// runs on a worker) wait and retry. Used by `block_on` on its unwinding
-/// paths, from a plain thread, while the workers run; destructors of the
-/// destroyed fiber run on this thread (as in the shutdown drain).
-fn destroy_until_done(shared: &Arc<Shared>, task: &TaskRef, packet: &dyn Completion) {
-    if packet.is_done() {
-        return;
-    }
-    let prev = DRAINING.with(|d| d.replace(Some(shared.clone())));
-    while !packet.is_done() {
-        if crate::runtime::destroy(shared, task) {
-            continue;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    DRAINING.with(|d| *d.borrow_mut() = prev);
-}
-
-/// During the drain there is no worker on this thread; the registry that a
-/// destroyed child must leave is reached through the draining runtime,
-/// which `destroy` only needs for bookkeeping.
-fn current_shared_for_drain() -> Option<Arc<Shared>> {
-    DRAINING.with(|d| d.borrow().clone())
-}
-
-thread_local! {
-    /// The runtime this thread is draining, if any.
-    pub(crate) static DRAINING: std::cell::RefCell<Option<Arc<Shared>>> = const { std::cell::RefCell::new(None) };
-}
 
 /// Wait for every handle, in order, and return their values.
 /// A panic of any fiber is re-raised (after the earlier ones were taken).
@@ -1097,9 +304,9 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
             any_done |= unsafe { h.packet.register_owner() };
         }
         if !any_done {
-            set_wait_reason(task::wait_kind::JOIN_ANY, handles[0].task.id);
-            park_caller();
-            set_wait_reason(task::wait_kind::NONE, 0);
+            runtime::set_wait_reason(wait_kind::JOIN_ANY, handles[0].task.id);
+            runtime::park();
+            runtime::set_wait_reason(wait_kind::NONE, 0);
         }
     }
 }
@@ -1128,19 +335,8 @@ pub struct FiberInfo {
 /// assert_eq!(info.worker, 0);
 /// ```
 pub fn current() -> Option<FiberInfo> {
-    let t = current_task()?;
-    let w = context::worker_ptr();
-    if w.is_null() {
-        return None;
-    }
-    // SAFETY: this thread's live worker.
-    let w = unsafe { &*w };
-    Some(FiberInfo {
-        id: t.id,
-        name: t.name.as_deref().map(str::to_owned),
-        worker: w.index,
-        node: w.shared.node_of(w.index),
-    })
+    let (id, name, worker, node) = runtime::current_fiber()?;
+    Some(FiberInfo { id, name, worker, node })
 }
 
 /// Configures one fiber (`std::thread::Builder` shape).
@@ -1308,21 +504,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let p = current_shared_ptr();
-        if !p.is_null() {
-            // On a worker thread: borrow its runtime instead of counting a
-            // reference per spawn (issue 15). The `Shared` outlives this
-            // call even if the spawn suspends (work-first): it outlives
-            // every fiber of its runtime (`sync::queue`'s `SharedRef`
-            // docs), and off a fiber nothing suspends while the worker,
-            // which holds an `Arc`, runs this thread.
-            // SAFETY: `p` is `Arc::as_ptr` of that live `Arc<Shared>`;
-            // `ManuallyDrop` leaves its count alone.
-            let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
-            return spawn_on(&shared, f, self.spawn_opts());
-        }
-        let shared = shared_or_no_runtime()?;
-        spawn_on(&shared, f, self.spawn_opts())
+        runtime::spawn_current(f, self.spawn_opts())
     }
 
     /// Spawn on `rt`, from any thread.
@@ -1338,14 +520,14 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn_on(rt.shared(), f, self.spawn_opts())
+        runtime::spawn_on(rt.shared(), f, self.spawn_opts())
     }
 }
 
 /// A scope for fibers that borrow from the caller (`std::thread::scope`
 /// shape). See [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
-    shared: Arc<Shared>,
+    handle: Handle,
     /// Children and their packets. The packets' lifetime is erased to
     /// `'static` (see `Scope::spawn`).
     children: Mutex<Vec<(TaskRef, packet::CompletionRef)>>,
@@ -1382,7 +564,7 @@ impl<'scope> Scope<'scope, '_> {
     {
         // SAFETY: `scope` waits for (or destroys) every child before it
         // returns or unwinds, so borrows of 'scope outlive the fiber.
-        let h = unsafe { spawn_unchecked(&self.shared, f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
+        let h = unsafe { runtime::spawn_unchecked(self.handle.shared(), f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
         // Lifetime-erased already (`packet::new_main`): `scope` drops
         // every entry of `children` before it returns, i.e. while 'scope
         // is still alive, and only waits for completion through them.
@@ -1420,8 +602,8 @@ pub fn scope<'env, F, R>(f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
 {
-    let shared = current_shared().unwrap_or_else(|| panic!("{}", SpawnError::new(SpawnErrorKind::NoRuntime)));
-    let scope = Scope { shared, children: Mutex::new(Vec::new()), _scope: PhantomData, _env: PhantomData };
+    let handle = runtime::current_handle().unwrap_or_else(|| panic!("{}", SpawnError::new(SpawnErrorKind::NoRuntime)));
+    let scope = Scope { handle, children: Mutex::new(Vec::new()), _scope: PhantomData, _env: PhantomData };
     let r = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     // Waits for every child again when dropped: a forced unwind of this
     // fiber (shutdown drain, `block_on`'s deadlock path) that starts inside
@@ -1431,13 +613,13 @@ where
     impl Drop for Children {
         fn drop(&mut self) {
             for (t, c) in &self.0 {
-                wait_child(t, &**c);
+                runtime::wait_child(t, &**c);
             }
         }
     }
     let children = Children(std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner())));
     for (t, c) in &children.0 {
-        wait_child(t, &**c);
+        runtime::wait_child(t, &**c);
     }
     let child_panicked = children.0.iter().any(|(_, c)| c.unjoined_panic());
     drop(children);

@@ -66,7 +66,7 @@ use crate::runtime::task::packet::Packet;
 /// Number of workers of the runtime running the calling fiber, or `None`
 /// outside a fiber.
 fn current_workers() -> Option<usize> {
-    crate::fiber::current_task_and_shared().map(|(_, s)| s.workers.len())
+    crate::runtime::current_workers()
 }
 
 /// A one-shot latch that a fiber or a thread can wait on.

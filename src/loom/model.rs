@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::error::JoinError;
+use crate::runtime::error::JoinError;
 use crate::runtime::task::job::{JobRef, OwnedJob, StackJob};
 use crate::runtime::task::packet::{fits_in_task, new_in_task, new_main, Entry, FiberMain, Packet, PacketRef};
 use crate::runtime::task::{Task, TaskRef};
@@ -282,10 +282,10 @@ impl<T: Send + 'static> JoinPacket<T> {
     pub fn wait_as_scope(&self) {
         let task = Task::new(2, None, 0, None, Box::new(NopMain));
         match &*self.0 {
-            Kind::Latch(p) => crate::fiber::wait_child(&task, &**p),
+            Kind::Latch(p) => crate::runtime::wait_child(&task, &**p),
             // SAFETY: used while `r` lives (an `Arc` packet), or while its
             // task does (`self` holds a `TaskRef`).
-            Kind::Fiber(r) | Kind::InTask(r, _) => crate::fiber::wait_child(&task, &*unsafe { r.completion() }),
+            Kind::Fiber(r) | Kind::InTask(r, _) => crate::runtime::wait_child(&task, &*unsafe { r.completion() }),
         }
     }
     /// The child panicked and its panic was not taken (`scope`'s check).

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 
 use mio::event::Source;
 
-use crate::runtime::task::wait_kind;
 use crate::runtime::io::{Dir, Reactor, Registration};
-use crate::runtime::shared::Shared;
-use crate::runtime::context;
+use crate::runtime::task::{wait_kind, TaskRef};
+use crate::runtime::{self, Handle};
 
 /// A mio socket, its reactor registration (made the first time a fiber
 /// has to wait on it) and its timeouts (shared by `try_clone`s, as the
@@ -76,12 +75,12 @@ impl<S: Source + AsRawFd> IoSource<S> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
             r => return r,
         }
-        match crate::fiber::current_task_and_shared() {
-            Some((task, shared)) if !crate::fiber::current_cannot_suspend() => {
+        match runtime::current_fiber_and_handle() {
+            Some((task, handle)) if !runtime::current_cannot_suspend() => {
                 // `None`: registered with another runtime's reactor; block
                 // this worker thread instead (documented).
-                if let Some(reg) = self.registration(&shared)? {
-                    return self.fiber_loop(reg, &shared, &task, d, deadline, timeout, op);
+                if let Some(reg) = self.registration(&handle)? {
+                    return self.fiber_loop(reg, &task, d, deadline, timeout, op);
                 }
             }
             Some(_) => {
@@ -95,10 +94,10 @@ impl<S: Source + AsRawFd> IoSource<S> {
         self.thread_loop(d, deadline, timeout, op)
     }
 
-    /// The registration with `shared`'s reactor (made now if needed), or
+    /// The registration with `handle`'s reactor (made now if needed), or
     /// `None` if the socket belongs to another runtime's reactor.
-    fn registration(&self, shared: &Shared) -> io::Result<Option<&Registration>> {
-        let reactor = Reactor::of(shared)?;
+    fn registration(&self, handle: &Handle) -> io::Result<Option<&Registration>> {
+        let reactor = Reactor::of(handle.shared())?;
         let reg = match self.reg.get() {
             Some(r) => r,
             None => {
@@ -119,18 +118,15 @@ impl<S: Source + AsRawFd> IoSource<S> {
         Ok(Arc::ptr_eq(&reg.reactor, reactor).then_some(reg))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn fiber_loop<R>(
         &self,
         reg: &Registration,
-        shared: &Arc<Shared>,
-        task: &crate::runtime::task::TaskRef,
+        task: &TaskRef,
         d: Dir,
         deadline: Option<Instant>,
         timeout: Option<Duration>,
         op: &mut impl FnMut(&S) -> io::Result<R>,
     ) -> io::Result<R> {
-        let _ = shared;
         loop {
             let seen = reg.io.seq(d);
             match op(&self.sock) {
@@ -146,21 +142,14 @@ impl<S: Source + AsRawFd> IoSource<S> {
             if !reg.io.add_waiter(&reg.reactor, d, seen, task) {
                 continue; // an event came in between: retry
             }
-            if let Some(dl) = deadline {
-                let w = context::worker_ptr();
-                // SAFETY: we run in a fiber of a runtime, so this thread's
-                // WORKER pointer is its live worker; no suspension happens
-                // while the reference is used.
-                unsafe { (*w).add_timer(dl, task.clone()) };
+            runtime::set_wait_reason(wait_kind::IO, reg.io_addr());
+            match deadline {
+                Some(dl) => runtime::park_until(dl),
+                None => runtime::park(),
             }
-            crate::fiber::set_wait_reason(wait_kind::IO, reg.io_addr());
-            crate::fiber::park_current();
-            if deadline.is_some() {
-                task.timed_wait_over();
-            }
-            crate::fiber::set_wait_reason(wait_kind::NONE, 0);
+            runtime::set_wait_reason(wait_kind::NONE, 0);
             reg.io.remove_waiter(&reg.reactor, d, task);
-            if crate::fiber::current_cannot_suspend() {
+            if runtime::current_cannot_suspend() {
                 return Err(io::Error::other(
                     "numafiber::net: the runtime is shutting down (the fiber waiting on the socket is destroyed)",
                 ));

@@ -12,9 +12,12 @@
 
 use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use crate::runtime::worker::WorkerLocal;
-use crate::runtime::task::Task;
+use crate::runtime::shared::{Counters, Shared};
+use crate::runtime::task::{Task, TaskRef};
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
@@ -25,6 +28,26 @@ thread_local! {
 #[inline(never)]
 pub(crate) fn worker_ptr() -> *const WorkerLocal {
     WORKER.with(|w| w.get())
+}
+
+/// This thread's worker, or `None` off a worker thread: the one way to
+/// reach the `WorkerLocal` from outside the worker loop.
+///
+/// Rule for callers: use the reference only until the calling fiber next
+/// suspends (park, yield, spawn with work-first, join), then call again;
+/// after a suspension the fiber may run on another worker.
+#[inline]
+pub(crate) fn worker<'a>() -> Option<&'a WorkerLocal> {
+    let w = worker_ptr();
+    // SAFETY: WORKER is set only by `worker_main` to the `WorkerLocal` that
+    // lives on that worker thread's stack for as long as its loop runs, and
+    // reset to null before that value is dropped; it is read only by this
+    // thread (a thread-local), and a fiber that resumes on another thread
+    // reads that thread's cell (the accessor is not inlined). So a
+    // non-null pointer names a live `WorkerLocal` for as long as the
+    // calling code does not suspend, which the rule above makes it the
+    // caller's duty to respect.
+    unsafe { w.as_ref() }
 }
 
 #[inline(never)]
@@ -58,4 +81,102 @@ pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
 #[inline(never)]
 pub(crate) fn current_task_slot() -> *const Cell<*const Task> {
     CURRENT.with(|c| c as *const Cell<*const Task>)
+}
+
+// ---------------------------------------------------------------------------
+// The running fiber and its runtime.
+
+/// The running fiber, if any.
+pub(crate) fn current_task() -> Option<&'static Task> {
+    let p = current_task_ptr();
+    // SAFETY: a non-null CURRENT points to the task the worker (or the
+    // shutdown drain) is running on this thread, and it holds a `TaskRef`
+    // for at least as long as the fiber runs. The `'static` is never
+    // exposed beyond one non-suspending use.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// A new strong reference to the running task.
+pub(crate) fn current_task_ref() -> Option<TaskRef> {
+    let p = current_task_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT was set from `&*task` of a live `Arc<Task>` (so it is
+    // the `Arc`'s pointer) that the runner keeps alive meanwhile.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Some(Arc::from_raw(p))
+    }
+}
+
+/// The runtime of the calling worker thread.
+pub(crate) fn current_shared() -> Option<Arc<Shared>> {
+    let w = worker_ptr();
+    // SAFETY: a non-null WORKER points to this thread's live worker.
+    (!w.is_null()).then(|| unsafe { (*w).shared.clone() })
+}
+
+/// The running fiber's runtime, as a pointer (no count); null off a
+/// worker. The `Arc` behind it lives while this thread's worker runs.
+#[inline]
+pub(crate) fn current_shared_ptr() -> *const Shared {
+    let w = worker_ptr();
+    // SAFETY: a non-null WORKER points to this thread's live worker.
+    if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
+}
+
+pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
+    let t = current_task_ref()?;
+    let s = current_shared()?;
+    Some((t, s))
+}
+
+/// Count one finished fiber on the worker running this thread.
+pub(crate) fn note_completed() {
+    let w = worker_ptr();
+    if !w.is_null() {
+        // SAFETY: this thread's live worker.
+        let w = unsafe { &*w };
+        Counters::bump(&w.shared.workers[w.index].counters.completed, 1);
+    }
+}
+
+/// Id of the running fiber, if any.
+pub(crate) fn current_id() -> Option<u64> {
+    current_task().map(|t| t.id)
+}
+
+/// The running fiber is being destroyed by the shutdown drain.
+pub(crate) fn current_is_cancelling() -> bool {
+    current_task().is_some_and(|t| t.cancelling.get())
+}
+
+/// The running fiber cannot suspend now (being destroyed, or unwinding):
+/// a wait loop must not spin on `park` then. `false` on plain threads.
+pub(crate) fn current_cannot_suspend() -> bool {
+    current_task().is_some_and(cannot_suspend)
+}
+
+/// Record what the running fiber is about to wait on (deadlock report);
+/// no-op on plain threads. Clear with `task::wait_kind::NONE`.
+pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
+    if let Some(t) = current_task() {
+        set_task_wait_reason(t, kind, obj);
+    }
+}
+
+/// `set_wait_reason` for a caller that knows its own task `t`.
+#[inline]
+pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
+    t.wait_obj.store(obj, Relaxed);
+    t.wait_kind.store(kind, Relaxed);
+}
+
+/// The running fiber may not suspend: it is being destroyed, or it is
+/// unwinding a panic (the panic count is per thread, so another fiber
+/// resumed on this thread would see it).
+#[inline]
+pub(crate) fn cannot_suspend(t: &Task) -> bool {
+    t.cancelling.get() || std::thread::panicking()
 }

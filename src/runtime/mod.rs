@@ -42,9 +42,13 @@
 
 pub(crate) mod context;
 pub(crate) mod deadlock;
+pub(crate) mod error;
 pub(crate) mod io;
+pub(crate) mod park;
 pub(crate) mod shared;
+pub(crate) mod spawn;
 pub(crate) mod task;
+pub(crate) mod wait;
 pub(crate) mod worker;
 #[cfg(test)]
 mod probe_tests;
@@ -52,6 +56,37 @@ mod probe_tests;
 mod held_child_tests;
 #[cfg(test)]
 mod test_support;
+
+// The door: what code outside the engine (fiber/, sync/, net/, graph/)
+// uses to spawn, park, wake and ask about the running fiber. Nothing else
+// of the engine is meant to be reached from outside this folder.
+pub(crate) use context::{current_cannot_suspend, set_wait_reason};
+pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
+pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
+pub(crate) use task::join::wait_child;
+
+/// The running fiber: id, name, worker index, NUMA node; `None` off a
+/// fiber.
+pub(crate) fn current_fiber() -> Option<(u64, Option<String>, usize, usize)> {
+    let t = context::current_task()?;
+    let w = context::worker()?;
+    Some((t.id, t.name.as_deref().map(str::to_owned), w.index, w.shared.node_of(w.index)))
+}
+
+/// The runtime of the calling worker thread (fiber or not).
+pub(crate) fn current_handle() -> Option<Handle> {
+    context::current_shared().map(|shared| Handle { shared })
+}
+
+/// The running fiber's task and its runtime; `None` off a fiber.
+pub(crate) fn current_fiber_and_handle() -> Option<(TaskRef, Handle)> {
+    context::current_task_and_shared().map(|(t, shared)| (t, Handle { shared }))
+}
+
+/// Workers of the running fiber's runtime; `None` off a fiber.
+pub(crate) fn current_workers() -> Option<usize> {
+    context::current_task_and_shared().map(|(_, s)| s.workers.len())
+}
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
@@ -61,11 +96,11 @@ use std::thread::JoinHandle as ThreadHandle;
 
 use crossbeam_deque::Worker as Deque;
 
-use crate::error::{BuildError, BuildErrorKind};
+use crate::runtime::error::{BuildError, BuildErrorKind};
 use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::TaskRef;
-use crate::fiber::JoinHandle;
+use crate::runtime::task::join::JoinHandle;
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
 use crate::topology::{self, Topology};
@@ -153,7 +188,7 @@ impl Builder {
         self
     }
     /// Default fiber stack size in bytes (default
-    /// [`crate::fiber::DEFAULT_STACK_SIZE`], 256 KiB; from
+    /// [`crate::runtime::task::stack::DEFAULT_STACK_SIZE`], 256 KiB; from
     /// [`crate::fiber::MIN_STACK_SIZE`], 16 KiB, to
     /// [`crate::fiber::MAX_STACK_SIZE`]; `build` returns
     /// `BuildErrorKind::StackTooSmall` / `StackTooLarge` outside). Stacks
@@ -584,7 +619,7 @@ impl Runtime {
         // finishes, see `JoinHandle::join_watching`. Fibers that borrow
         // from the root (scoped children, `fiber::join` jobs) are destroyed
         // or awaited by the root's own unwinding.
-        let h = unsafe { crate::fiber::spawn_unchecked(&shared, f, crate::fiber::SpawnOpts::default()) }
+        let h = unsafe { spawn::spawn_unchecked(&shared, f, SpawnOpts::default()) }
             .unwrap_or_else(|e| panic!("{e}"));
         let mut detector = crate::runtime::deadlock::Detector::default();
         let r = h.join_watching(&shared, crate::runtime::deadlock::POLL, |root| {
@@ -623,7 +658,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        crate::fiber::spawn_on(&self.shared, f, crate::fiber::SpawnOpts::default())
+        spawn::spawn_on(&self.shared, f, SpawnOpts::default())
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -751,9 +786,9 @@ fn finish_handed_off_shutdown(shared: &Arc<Shared>) {
 /// Step 3 of the shutdown argument.
 fn drain(shared: &Arc<Shared>) {
     shared.draining.store(true, SeqCst);
-    let prev = crate::fiber::DRAINING.with(|d| d.replace(Some(shared.clone())));
+    let prev = crate::runtime::task::join::DRAINING.with(|d| d.replace(Some(shared.clone())));
     drain_all(shared);
-    crate::fiber::DRAINING.with(|d| *d.borrow_mut() = prev);
+    crate::runtime::task::join::DRAINING.with(|d| *d.borrow_mut() = prev);
 }
 
 fn drain_all(shared: &Arc<Shared>) {
@@ -865,7 +900,7 @@ impl Handle {
     /// assert!(numafiber::runtime::Handle::try_current().is_none());
     /// ```
     pub fn try_current() -> Option<Handle> {
-        crate::fiber::current_task_and_shared().map(|(_, shared)| Handle { shared })
+        context::current_task_and_shared().map(|(_, shared)| Handle { shared })
     }
 
     /// Spawn a fiber on the runtime, from any thread or fiber; it is placed
@@ -901,7 +936,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        crate::fiber::spawn_on(&self.shared, f, crate::fiber::SpawnOpts::default())
+        spawn::spawn_on(&self.shared, f, SpawnOpts::default())
     }
 
     /// Number of worker threads of the runtime.

@@ -343,45 +343,45 @@ impl Registry {
 
 /// Everything the workers of one runtime share.
 pub(crate) struct Shared {
-    pub(crate) workers: Box<[WorkerShared]>,
-    pub(crate) sched: Scheduler,
-    pub(crate) chunk: StealChunk,
-    pub(crate) default_stack: usize,
-    pub(crate) topology: Topology,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) draining: AtomicBool,
+    pub(in crate::runtime) workers: Box<[WorkerShared]>,
+    pub(in crate::runtime) sched: Scheduler,
+    pub(in crate::runtime) chunk: StealChunk,
+    pub(in crate::runtime) default_stack: usize,
+    pub(in crate::runtime) topology: Topology,
+    pub(in crate::runtime) shutdown: AtomicBool,
+    pub(in crate::runtime) draining: AtomicBool,
     /// Sleeping and searching workers (`runtime::idle`).
-    pub(crate) idle: Idle,
-    pub(crate) registry: Registry,
+    pub(in crate::runtime) idle: Idle,
+    pub(in crate::runtime) registry: Registry,
     /// Spawns from threads that are not workers of this runtime.
-    pub(crate) foreign_spawned: AtomicU64,
-    pub(crate) stack_mode: StackMode,
+    pub(in crate::runtime) foreign_spawned: AtomicU64,
+    pub(in crate::runtime) stack_mode: StackMode,
     /// Stack settings, slabs and the fallback's starved-worker counts
     /// (`fiber::stack`).
-    pub(crate) stacks: Stacks,
+    pub(in crate::runtime) stacks: Stacks,
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::runtime::deadlock`).
-    pub(crate) deadlock_detection: AtomicBool,
+    pub(in crate::runtime) deadlock_detection: AtomicBool,
     /// The rest of the detector's per-runtime state (strict mode, the
     /// one-time warning, external wake sources such as I/O).
-    pub(crate) deadlock: crate::runtime::deadlock::RuntimeState,
+    pub(in crate::runtime) deadlock: crate::runtime::deadlock::RuntimeState,
     /// The I/O reactor, created by the first socket a fiber of this runtime
     /// waits on (`crate::runtime::io`).
-    pub(crate) reactor: OnceLock<Arc<Reactor>>,
-    pub(crate) reactor_init: Mutex<()>,
+    pub(in crate::runtime) reactor: OnceLock<Arc<Reactor>>,
+    pub(in crate::runtime) reactor_init: Mutex<()>,
     /// Worker threads left to join when the runtime was dropped inside one
     /// of its own fibers: the first worker to leave its loop takes them,
     /// joins the others and drains (`runtime`, shutdown step 0).
-    pub(crate) finisher: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
+    pub(in crate::runtime) finisher: Mutex<Option<Vec<std::thread::JoinHandle<()>>>>,
     /// `fork()` generation at build (see `runtime::fork_generation`).
-    pub(crate) fork_gen: u64,
+    pub(in crate::runtime) fork_gen: u64,
     /// Workers that have recorded their thread id and pinning result
     /// (`worker_main`). `build` does not wait for them unless pinning is
     /// strict; [`crate::runtime::Stats`] waits until all have.
-    pub(crate) started: AtomicUsize,
+    pub(in crate::runtime) started: AtomicUsize,
     /// Spent tasks beyond what the workers' pools keep
     /// (`fiber::task_pool`).
-    pub(crate) task_spill: crate::runtime::task::pool::TaskSpill,
+    pub(in crate::runtime) task_spill: crate::runtime::task::pool::TaskSpill,
 }
 
 /// The probe of a spawner that is not a worker of this runtime: every
@@ -396,8 +396,8 @@ impl LoadProbe for Shared {
 /// exactly (owner reads, no fence), the others' estimates
 /// ([`PublishedLen`]).
 pub(crate) struct SpawnerProbe<'a> {
-    pub(crate) shared: &'a Shared,
-    pub(crate) me: usize,
+    pub(in crate::runtime) shared: &'a Shared,
+    pub(in crate::runtime) me: usize,
     /// `me`'s deque (looked up when first needed: a spawn onto a node with
     /// one worker probes nobody).
     pub(crate) deque: std::cell::Cell<Option<&'a crossbeam_deque::Worker<Runnable>>>,

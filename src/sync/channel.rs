@@ -571,7 +571,7 @@ impl<T> Receiver<T> {
                     // is cheaper than a park + wake-up.
                     spins += 1;
                     drop(q);
-                    crate::fiber::yield_now();
+                    crate::runtime::yield_now();
                     continue;
                 }
                 q.state.recv_waiters += 1;

@@ -111,7 +111,7 @@ impl Condvar {
     ) -> MutexGuard<'a, T> {
         while condition(&mut *guard) {
             guard = self.wait(guard);
-            if crate::fiber::current_cannot_suspend() {
+            if crate::runtime::current_cannot_suspend() {
                 break; // see the type docs: a dying fiber cannot wait
             }
         }
@@ -165,7 +165,7 @@ impl Condvar {
             }
             let (g, timed_out) = self.wait_until_inner(guard, deadline);
             guard = g;
-            if timed_out || crate::fiber::current_cannot_suspend() {
+            if timed_out || crate::runtime::current_cannot_suspend() {
                 let still = condition(&mut *guard);
                 return (guard, WaitTimeoutResult(still));
             }

@@ -29,8 +29,9 @@ use std::sync::Mutex;
 use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
-use crate::error::JoinError;
-use crate::runtime::task::packet::{park_caller, FiberMain, Waiter};
+use crate::runtime::error::JoinError;
+use crate::runtime::park::{park, Waiter};
+use crate::runtime::task::packet::FiberMain;
 use crate::runtime::task::TaskRef;
 
 /// What the deques and inboxes hold.
@@ -123,8 +124,8 @@ impl Latch {
                 }
                 _ => {}
             }
-            park_caller();
-            if crate::fiber::current_is_cancelling() && !self.probe() {
+            park();
+            if crate::runtime::context::current_is_cancelling() && !self.probe() {
                 // Being destroyed by the shutdown drain: nobody will set
                 // the latch while we cannot park; the caller cancels the
                 // runner first (see `join`), so this does not happen.
@@ -256,7 +257,7 @@ where
         let r = catch_unwind(AssertUnwindSafe(f));
         let r = match r {
             Ok(v) => Ok(v),
-            Err(p) if crate::fiber::current_is_cancelling() => {
+            Err(p) if crate::runtime::context::current_is_cancelling() => {
                 // Forced unwind of the runner (shutdown): let it through;
                 // `JobMain`'s drop cancels the job.
                 std::panic::resume_unwind(p)
@@ -344,7 +345,7 @@ impl FiberMain for JobMain {
     fn run(mut self: Box<Self>) {
         // SAFETY: the worker consumed the JobRef and handed it to us.
         unsafe { self.job.execute() };
-        crate::fiber::note_completed();
+        crate::runtime::context::note_completed();
         // The owner may free the job from now on: never touch it again.
         self.finished = true;
     }

@@ -78,6 +78,7 @@
 //! deadlock detector, the parked registry) stay right.
 
 pub(crate) mod job;
+pub(crate) mod join;
 pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod pool;

@@ -165,84 +165,11 @@ use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::thread::{self, Thread};
 
-use crate::error::JoinError;
-use crate::runtime::task::{Task, TaskRef};
+use crate::runtime::error::JoinError;
+use crate::runtime::task::Task;
 use crate::runtime::shared::Shared;
 use crate::runtime::context;
-
-/// Someone blocked until an event: a parked fiber or a parked thread.
-#[derive(Clone)]
-pub(crate) enum Waiter {
-    Fiber { task: TaskRef, shared: Arc<Shared> },
-    Thread(Thread),
-}
-
-impl Waiter {
-    /// The caller, as a waiter.
-    pub(crate) fn current() -> Waiter {
-        match crate::fiber::current_task_and_shared() {
-            Some((task, shared)) => Waiter::Fiber { task, shared },
-            None => Waiter::Thread(thread::current()),
-        }
-    }
-
-    fn same(&self, o: &Waiter) -> bool {
-        match (self, o) {
-            (Waiter::Fiber { task: a, .. }, Waiter::Fiber { task: b, .. }) => Arc::ptr_eq(a, b),
-            (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
-            _ => false,
-        }
-    }
-
-    /// Wake the waiter (a token if it is not parked yet).
-    pub(crate) fn wake(self) {
-        match self {
-            Waiter::Fiber { task, shared } => shared.wake(task),
-            Waiter::Thread(t) => {
-                crate::runtime::deadlock::note_thread_wake();
-                t.unpark()
-            }
-        }
-    }
-}
-
-/// Block the caller (fiber or thread) until woken; may return spuriously.
-#[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
-pub(crate) fn park_caller() {
-    let t = context::current_task_ptr();
-    if t.is_null() {
-        // Counted for the deadlock proof: this thread wakes nobody now.
-        let _blocked = crate::runtime::deadlock::ThreadBlocked::enter();
-        thread::park();
-    } else {
-        crate::fiber::park_task(t);
-    }
-}
-
-/// Block the caller until woken or until `deadline`; may return early
-/// (spuriously): callers loop on their condition and compare the time.
-#[allow(dead_code)] // used by the sync primitives (issue 5)
-pub(crate) fn park_caller_until(deadline: std::time::Instant) {
-    let now = std::time::Instant::now();
-    if now >= deadline {
-        return;
-    }
-    let w = context::worker_ptr();
-    let t = context::current_task_ptr();
-    if t.is_null() || w.is_null() {
-        std::thread::park_timeout(deadline - now);
-        return;
-    }
-    if let Some((task, _)) = crate::fiber::current_task_and_shared() {
-        // SAFETY: a non-null WORKER is this thread's live worker; the
-        // reference is not kept across the park below.
-        unsafe { (*w).add_timer(deadline, task) };
-    }
-    crate::fiber::park_current();
-    // SAFETY: `t` is the running fiber's own task (non-null, checked
-    // above), alive while its fiber runs, which it does again here.
-    unsafe { (*t).timed_wait_over() };
-}
+use crate::runtime::park::Waiter;
 
 /// Lifecycle bits of `Packet::state` (module docs).
 const DONE: usize = 1;
@@ -646,7 +573,7 @@ impl<T> Packet<T> {
             if unsafe { self.register(Inline::current()) } {
                 let leave = Leave(self);
                 loop {
-                    park_caller();
+                    crate::runtime::park();
                     if self.is_done() {
                         break;
                     }
@@ -672,7 +599,7 @@ fn backoff(spins: u32) {
     if spins < 64 {
         std::hint::spin_loop();
     } else {
-        crate::fiber::yield_now();
+        crate::runtime::yield_now();
     }
 }
 
@@ -828,15 +755,15 @@ where
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
         let r = catch_unwind(AssertUnwindSafe(f));
-        if r.is_ok() || !crate::fiber::current_is_cancelling() {
+        if r.is_ok() || !crate::runtime::context::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
             // right after its join sees this fiber as completed.
-            crate::fiber::note_completed();
+            crate::runtime::context::note_completed();
         }
         let r = match r {
             Ok(v) => Ok(v),
             Err(p) => {
-                if crate::fiber::current_is_cancelling() {
+                if crate::runtime::context::current_is_cancelling() {
                     // A forced unwind from the shutdown drain: let it reach
                     // the coroutine root, reporting the cancellation first.
                     self.cancel_now();
@@ -867,7 +794,7 @@ where
 /// must not escape the fiber (it would reach the worker loop and abort the
 /// process): contain and report it.
 fn drop_on_fiber<X>(x: X) {
-    let id = crate::fiber::current_id();
+    let id = crate::runtime::context::current_id();
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
         report_contained_drop_panic(id, "a detached fiber's result", &*p);
         // That panic's payload may panic when dropped as well: then

@@ -260,7 +260,7 @@ mod tests {
         NewTask {
             id,
             name: name.map(Arc::from),
-            stack_size: crate::fiber::DEFAULT_STACK_SIZE,
+            stack_size: crate::runtime::task::stack::DEFAULT_STACK_SIZE,
             pinned: None,
             placed: 1,
             reclaim_by: 0,
@@ -313,7 +313,7 @@ mod tests {
         let (pool, spill, reused) = (TaskPool::new(), TaskSpill::new(), AtomicU64::new(0));
         let old = spent(7);
         // Dirty what a fiber's life leaves behind.
-        crate::fiber::set_task_wait_reason(&old, crate::runtime::task::wait_kind::JOIN, 5);
+        crate::runtime::context::set_task_wait_reason(&old, crate::runtime::task::wait_kind::JOIN, 5);
         old.timed_wait_over();
         old.stack_lo.store(4096, Relaxed);
         old.cancelling.set(true);

@@ -18,7 +18,7 @@ use std::time::Instant;
 use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Steal, Worker as Deque};
 
-use crate::error::JoinError;
+use crate::runtime::error::JoinError;
 use crate::runtime::task::stack::{budget, StackError, StackMode, StackPool};
 use crate::runtime::task::job::{JobMain, JobRef, Runnable};
 use crate::runtime::task::{NewTask, Suspend, Task, TaskRef};
@@ -653,7 +653,7 @@ impl WorkerLocal {
     /// migrated): run it as a fiber of its own.
     fn job_task(&self, j: JobRef) -> TaskRef {
         let new = NewTask {
-            id: crate::fiber::next_fiber_id(),
+            id: crate::runtime::spawn::next_fiber_id(),
             name: None,
             stack_size: self.shared.default_stack,
             pinned: None,

@@ -135,7 +135,7 @@ mod tests {
     use crate::runtime::task::packet::NopMain as Nop;
 
     fn task(id: u64) -> TaskRef {
-        Task::new(id, None, crate::fiber::DEFAULT_STACK_SIZE, None, Box::new(Nop))
+        Task::new(id, None, crate::runtime::task::stack::DEFAULT_STACK_SIZE, None, Box::new(Nop))
     }
 
     /// FIFO order through growth, wrap-around and rotations, checked

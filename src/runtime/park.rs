@@ -1,0 +1,184 @@
+//! The door's parking calls: how any code parks the caller (a fiber or a
+//! plain thread) and how a waiter is woken.
+//!
+//! Protocol: `README.md` in this directory, "Parking and why no wake-up is
+//! lost".
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::loom::thread::{self, Thread};
+use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_task, current_task_ref};
+use crate::runtime::shared::Shared;
+use crate::runtime::task::join::current_shared_for_drain;
+use crate::runtime::task::{Suspend, Task, TaskRef};
+
+/// Someone blocked until an event: a parked fiber or a parked thread.
+#[derive(Clone)]
+pub(crate) enum Waiter {
+    Fiber { task: TaskRef, shared: Arc<Shared> },
+    Thread(Thread),
+}
+
+impl Waiter {
+    /// The caller, as a waiter.
+    pub(crate) fn current() -> Waiter {
+        match context::current_task_and_shared() {
+            Some((task, shared)) => Waiter::Fiber { task, shared },
+            None => Waiter::Thread(thread::current()),
+        }
+    }
+
+    /// The waiter is a fiber (not a plain thread).
+    pub(crate) fn is_fiber(&self) -> bool {
+        matches!(self, Waiter::Fiber { .. })
+    }
+
+    pub(crate) fn same(&self, o: &Waiter) -> bool {
+        match (self, o) {
+            (Waiter::Fiber { task: a, .. }, Waiter::Fiber { task: b, .. }) => Arc::ptr_eq(a, b),
+            (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+
+    /// Wake the waiter (a token if it is not parked yet).
+    pub(crate) fn wake(self) {
+        match self {
+            Waiter::Fiber { task, shared } => shared.wake(task),
+            Waiter::Thread(t) => {
+                crate::runtime::deadlock::note_thread_wake();
+                t.unpark()
+            }
+        }
+    }
+}
+
+/// Block the caller (fiber or thread) until woken; may return spuriously.
+#[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
+pub(crate) fn park() {
+    let t = context::current_task_ptr();
+    if t.is_null() {
+        // Counted for the deadlock proof: this thread wakes nobody now.
+        let _blocked = crate::runtime::deadlock::ThreadBlocked::enter();
+        thread::park();
+    } else {
+        park_task(t);
+    }
+}
+
+/// Block the caller until woken or until `deadline`; may return early
+/// (spuriously): callers loop on their condition and compare the time.
+pub(crate) fn park_until(deadline: Instant) {
+    let now = Instant::now();
+    if now >= deadline {
+        return;
+    }
+    let (Some(w), Some(task)) = (context::worker(), current_task_ref()) else {
+        std::thread::park_timeout(deadline - now);
+        return;
+    };
+    let t: *const Task = &*task;
+    // The worker is not used after the park below.
+    w.add_timer(deadline, task);
+    park_current();
+    // SAFETY: `t` is the running fiber's own task, alive while its fiber
+    // runs, which it does again here.
+    unsafe { (*t).timed_wait_over() };
+}
+
+pub(crate) fn suspend(reason: Suspend) {
+    suspend_task(context::current_task_ptr(), reason);
+}
+
+/// Suspend the running fiber, whose task is `t` (read from TLS by the
+/// caller just before: one accessor call per suspension, not two).
+#[inline(always)]
+pub(crate) fn suspend_task(t: *const Task, reason: Suspend) {
+    debug_assert!(!t.is_null());
+    // SAFETY: we are the running fiber, so our task's body is ours; we only
+    // read the yielder pointer, which points into our own stack and was set
+    // when the coroutine started.
+    let y = unsafe { (*(*t).body_ptr()).yielder };
+    debug_assert!(!y.is_null());
+    // SAFETY: the yielder lives on this fiber's stack for its whole life.
+    unsafe { (*y).suspend(reason) };
+    // From here on we may be on another thread: re-read all TLS (`t` is
+    // not TLS: it is our own task, the same on every thread).
+}
+
+/// Park the running fiber until `Shared::wake` (or return at once if a
+/// wake-up token is pending). May return spuriously: callers loop.
+pub(crate) fn park_current() {
+    park_task(context::current_task_ptr());
+}
+
+/// `park_current` for a caller that already read the running task `t`
+/// (null on a plain thread) from TLS, without suspending since.
+#[inline]
+pub(crate) fn park_task(t: *const Task) {
+    if t.is_null() {
+        crate::loom::thread::park();
+        return;
+    }
+    // SAFETY: non-null CURRENT: the running task, alive while it runs (see
+    // `current_task`).
+    let task = unsafe { &*t };
+    if task.take_token() || cannot_suspend(task) {
+        return;
+    }
+    suspend_task(t, Suspend::Park);
+}
+
+/// Let other fibers run (see `fiber::yield_now`).
+#[inline]
+pub(crate) fn yield_now() {
+    // Inlined into the caller on purpose: the fiber then resumes inside its
+    // caller's frame, and the worker's `call` into the fiber is matched by
+    // the `ret` of the fiber's next switch back, so the CPU's return-address
+    // predictor stays right (a non-inlined `yield_now` returns to its
+    // caller where the predictor expects the worker, twice per yield). The
+    // TLS read is therefore the non-inlined accessor (see `context`).
+    let t = context::current_task_ptr();
+    if t.is_null() {
+        std::thread::yield_now();
+        return;
+    }
+    // SAFETY: as in `current_task`; not used after the suspension.
+    if cannot_suspend(unsafe { &*t }) {
+        return;
+    }
+    suspend_task(t, Suspend::Yield);
+}
+
+/// Park the caller for at least `d` (see `fiber::sleep`).
+pub(crate) fn sleep(d: Duration) {
+    if current_is_cancelling() || current_shared_for_drain().is_some() {
+        // A destructor run by the shutdown drain: nothing can wake a timer
+        // any more and sleeping would only delay the shutdown.
+        return;
+    }
+    let (Some(t), Some(_)) = (current_task(), context::worker()) else {
+        std::thread::sleep(d);
+        return;
+    };
+    let Some(deadline) = Instant::now().checked_add(d) else {
+        // Effectively forever: park until woken spuriously, again and again.
+        loop {
+            sleep(Duration::from_secs(3600 * 24));
+        }
+    };
+    if cannot_suspend(t) {
+        std::thread::sleep(d);
+        return;
+    }
+    loop {
+        if Instant::now() >= deadline {
+            return;
+        }
+        park_until(deadline);
+        if current_task().is_some_and(cannot_suspend) {
+            return;
+        }
+    }
+}

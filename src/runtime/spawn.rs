@@ -1,0 +1,411 @@
+//! Spawning: validate the options, place the fiber, allocate its task,
+//! submit it; and the fork-join `join`.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_shared, current_shared_ptr, current_task};
+use crate::runtime::error::{SpawnError, SpawnErrorKind};
+use crate::runtime::park::{suspend, suspend_task};
+use crate::runtime::shared::{Counters, Shared};
+use crate::runtime::task::join::{current_shared_for_drain, settle_job, JoinHandle};
+use crate::runtime::task::{self, job, packet, stack, Suspend, TaskRef};
+use job::OwnedJob;
+
+static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
+const ID_BLOCK: u64 = 1024;
+thread_local! {
+    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// A process-unique fiber id (ids are handed to threads in blocks).
+#[inline(never)]
+pub(crate) fn next_fiber_id() -> u64 {
+    IDS.with(|c| {
+        let (n, end) = c.get();
+        if n < end {
+            c.set((n + 1, end));
+            n
+        } else {
+            let b = NEXT_ID_BLOCK.fetch_add(ID_BLOCK, Relaxed);
+            c.set((b + 1, b + ID_BLOCK));
+            b
+        }
+    })
+}
+
+#[derive(Default, Clone)]
+pub(crate) struct SpawnOpts {
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) node: Option<usize>,
+    pub(crate) worker: Option<usize>,
+    pub(crate) pinned: bool,
+    /// Push onto the spawner's own deque (fork-join children).
+    pub(crate) local: bool,
+    /// Run the child at once on this worker; the parent is queued.
+    pub(crate) eager: bool,
+}
+
+/// Largest closure-plus-result size a fiber with a `stack_size` byte stack
+/// accepts: the closure is moved onto the fiber's stack (in unoptimised
+/// builds more than once) before it runs, so it may take a quarter.
+pub(crate) fn closure_limit(stack_size: usize) -> usize {
+    stack_size / 4
+}
+
+pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: `F` and `T` are `'static`, so nothing can dangle.
+    unsafe { spawn_unchecked(shared, f, opts) }
+}
+
+/// Spawn without the `'static` bound.
+///
+/// # Safety
+/// The caller guarantees the fiber finishes (or is destroyed) before
+/// anything it borrows goes away: `scope` and `join` wait for their
+/// children on every path, including unwinding and shutdown.
+pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
+    match stack::check_size(stack_size, shared.stack_mode) {
+        Ok(()) => {}
+        Err(stack::SizeError::TooSmall { minimum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooSmall { requested: stack_size, minimum }));
+        }
+        Err(stack::SizeError::TooLarge { maximum }) => {
+            return Err(SpawnError::new(SpawnErrorKind::StackTooLarge { requested: stack_size, maximum }));
+        }
+    }
+    let nworkers = shared.workers.len();
+    if let Some(w) = opts.worker {
+        if w >= nworkers {
+            return Err(SpawnError::new(SpawnErrorKind::NoSuchWorker { worker: w, workers: nworkers }));
+        }
+    }
+    if let Some(n) = opts.node {
+        if !shared.workers.iter().any(|w| w.slot.node == n) {
+            let nodes = shared.workers.iter().map(|w| w.slot.node + 1).max().unwrap_or(0);
+            return Err(SpawnError::new(SpawnErrorKind::NoSuchNode { node: n, nodes }));
+        }
+        if let Some(w) = opts.worker {
+            let worker_node = shared.workers[w].slot.node;
+            if worker_node != n {
+                return Err(SpawnError::new(SpawnErrorKind::WorkerNotOnNode { worker: w, node: n, worker_node }));
+            }
+        }
+    }
+    let size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
+    let limit = closure_limit(stack_size);
+    if size > limit {
+        return Err(SpawnError::new(SpawnErrorKind::ClosureTooLarge { size, stack_size, limit }));
+    }
+    if shared.is_shutting_down() {
+        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
+    }
+    // No limit on how many fibers exist: an unstarted fiber owns no stack.
+    let local = shared.local_worker();
+    // SAFETY: a non-null `local_worker` is this thread's live worker, used
+    // below only before this function suspends (work-first).
+    let local = unsafe { local.as_ref() };
+    let me = local.map(|w| w.index);
+    if me.is_none() && shared.in_forked_child() {
+        // Only a foreign thread can get here in a forked child: no worker
+        // of this runtime exists there.
+        return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
+    }
+    let node_worker = |n: usize| {
+        (0..nworkers)
+            .filter(|&w| shared.workers[w].slot.node == n)
+            .min_by_key(|&w| (shared.workers[w].queue_len(), Some(w) != me))
+            .expect("checked above that the node has workers")
+    };
+    // Pinned: to `worker(w)`, else to a worker of `node(n)`, else to the
+    // spawning worker, else where placement says.
+    let pinned = match (opts.worker, opts.pinned) {
+        (Some(w), _) => Some(w),
+        (None, true) => Some(match (opts.node, me) {
+            (Some(n), _) => node_worker(n),
+            (None, Some(m)) => m,
+            (None, None) => shared.sched.place(None, &**shared),
+        }),
+        (None, false) => None,
+    };
+    // Work-first (runtime-wide option) or eager (per spawn): the child runs
+    // now on this worker. Only from a fiber of this runtime that may
+    // suspend, and only when the child may run here.
+    let work_first = (pinned.is_none() || (opts.eager && pinned == me))
+        && opts.node.is_none()
+        && me.is_some()
+        && (opts.eager || (shared.sched.options().work_first && !opts.local))
+        && current_task().is_some_and(|t| !cannot_suspend(t));
+    let target = if let Some(p) = pinned {
+        p
+    } else if let Some(n) = opts.node {
+        node_worker(n)
+    } else if let (true, Some(m)) = (opts.local || work_first, me) {
+        m
+    } else {
+        shared.place_new(me)
+    };
+    let placed_by_policy = pinned.is_none() && opts.node.is_none() && !(opts.local || work_first);
+    if !placed_by_policy {
+        shared.sched.record_placement_on_spawner_thread(me, target);
+    }
+    // Reclaim (`task` module docs): the spawning fiber may run this child
+    // itself when it joins it unstarted, if placement sent it to another
+    // worker of this node with a stealing policy (the thesis' node choice
+    // stands; round-robin stays a no-stealing baseline).
+    let reclaim_by = match me {
+        Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && shared.sched.steals() => {
+            current_task().map_or(0, |t| t.id)
+        }
+        _ => 0,
+    };
+    let new = task::NewTask {
+        id: next_fiber_id(),
+        name: opts.name,
+        stack_size,
+        pinned,
+        placed: pinned.unwrap_or(target),
+        reclaim_by,
+        entry: None,
+    };
+    let make_task = |entry: Option<task::Entry>| {
+        let new = task::NewTask { entry, ..new };
+        match (local, me) {
+            (Some(w), Some(m)) => {
+                let counters = &shared.workers[m].counters;
+                Counters::bump(&counters.spawned, 1);
+                // A finished task's memory from this worker's pool, if any
+                // (`task_pool`).
+                w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
+            }
+            _ => {
+                shared.foreign_spawned.fetch_add(1, Relaxed);
+                Arc::new(new.into_task())
+            }
+        }
+    };
+    let (task, packet) = if packet::fits_in_task::<F, T>() {
+        // The closure and the packet in the task itself: no allocation
+        // (`packet` module docs, "In the task").
+        let task = make_task(None);
+        // SAFETY: the caller's contract keeps every borrow of `f` alive
+        // until the fiber is finished or destroyed; `task` was just made
+        // (its slot empty: `write_over` resets it) and nobody else can
+        // reach it until we clone or queue it below; it fits; the handle
+        // built below holds a `TaskRef` as long as its `PacketRef`.
+        let (entry, packet) = unsafe { packet::new_in_task(&task.main, f) };
+        // SAFETY: the spawner holds the new task's run permission until it
+        // queues the task (`task` module docs, step 1): nobody else
+        // touches the body.
+        unsafe { task.body().entry = Some(entry) };
+        (task, packet)
+    } else {
+        // The closure and the packet in one allocation (issue 15).
+        // SAFETY: the caller's contract keeps every borrow of `f` alive
+        // until the fiber is finished or destroyed.
+        let (entry, packet) = unsafe { packet::new_main(f) };
+        (make_task(Some(entry)), packet)
+    };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
+    if work_first {
+        // Work-first (Cilk): run the child now; this fiber goes to the
+        // deque where thieves may take it.
+        let w = context::worker_ptr();
+        // SAFETY: `me.is_some()` so this thread runs a live worker of
+        // `shared`; the reference is dropped before we suspend.
+        unsafe { (*w).set_run_next(task) };
+        suspend(Suspend::Handoff);
+    } else {
+        shared.submit(task, target);
+    }
+    Ok(handle)
+}
+
+/// Surplus entries a reclaim may leave in one inbox: at this many queued
+/// entries in the inbox the child was placed in, a join waits instead (the
+/// surplus entries of reclaimed children are dropped only when that worker
+/// or a thief gets to them, so a worker stuck in one long fiber must not
+/// collect them without bound: about 350 bytes each).
+const RECLAIM_INBOX_LIMIT: usize = 1024;
+
+/// The running fiber joins `task` (not finished yet). If it spawned the
+/// child, the child has not started, and placement sent it to another
+/// worker of this node (`Task::reclaim_by`), run it now on this worker:
+/// take it back from this worker's held-child slot if it is still held there
+/// (`Shared::hold`), else queue a second entry for it in `run_next`, and
+/// suspend with `Suspend::Reclaim`, so the child runs next here and this
+/// fiber resumes
+/// right after it, on this worker (protocol: `task` module docs,
+/// "Reclaim"). Returns when this fiber runs again:
+/// usually after the child finished; the caller then waits as usual
+/// (the child may have parked, or another worker may have started it
+/// first, and then our entry is surplus).
+#[inline]
+pub(crate) fn reclaim(task: &TaskRef) {
+    if task.reclaim_by != 0 {
+        reclaim_slow(task);
+    }
+}
+
+#[inline(never)]
+fn reclaim_slow(task: &TaskRef) {
+    let (w, t) = context::worker_and_task();
+    if w.is_null() || t.is_null() {
+        return; // a plain thread (or the shutdown drain)
+    }
+    // SAFETY: the running task (see `current_task`); used before the
+    // suspension below only.
+    let me = unsafe { &*t };
+    if me.id != task.reclaim_by || !task.is_fresh() {
+        return;
+    }
+    // SAFETY: this thread's live worker; not used after the suspension.
+    let w = unsafe { &*w };
+    let shared = &*w.shared;
+    if cannot_suspend(me) || shared.is_shutting_down() {
+        // The caller waits without giving control back: the child must
+        // not stay in our held-child slot meanwhile.
+        shared.release_held(w.index);
+        return;
+    }
+    if let Some(child) = shared.workers[w.index].held.take_if(task) {
+        // Still held back here (`Shared::hold`): the one entry there is;
+        // no surplus entry elsewhere.
+        Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
+        w.set_run_next(child);
+        suspend_task(t, Suspend::Reclaim);
+        return;
+    }
+    // The spawner's fibers never leave its runtime, so `placed` indexes
+    // this runtime's workers (checked anyway: a hint read racily).
+    let placed = task.last_worker();
+    if placed >= shared.workers.len()
+        || shared.node_of(placed) != shared.node_of(w.index)
+        || shared.workers[placed].inbox.len() >= RECLAIM_INBOX_LIMIT
+    {
+        return;
+    }
+    Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
+    shared.sched.fiber_entered_node(shared.node_of(w.index));
+    w.set_run_next(task.clone());
+    suspend_task(t, Suspend::Reclaim);
+}
+
+fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
+    if let Some(s) = current_shared() {
+        return Ok(s);
+    }
+    // A destructor run by the shutdown drain (no worker on this thread any
+    // more) is still inside its runtime, which accepts no new fibers.
+    if current_shared_for_drain().is_some() {
+        return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
+    }
+    Err(SpawnError::new(SpawnErrorKind::NoRuntime))
+}
+
+/// `fiber::Builder::spawn`: spawn on the calling worker's runtime.
+pub(crate) fn spawn_current<F, T>(f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let p = current_shared_ptr();
+    if !p.is_null() {
+        // On a worker thread: borrow its runtime instead of counting a
+        // reference per spawn. The `Shared` outlives this
+        // call even if the spawn suspends (work-first): it outlives
+        // every fiber of its runtime (`sync::queue`'s `SharedRef`
+        // docs), and off a fiber nothing suspends while the worker,
+        // which holds an `Arc`, runs this thread.
+        // SAFETY: `p` is `Arc::as_ptr` of that live `Arc<Shared>`;
+        // `ManuallyDrop` leaves its count alone.
+        let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+        return spawn_on(&shared, f, opts);
+    }
+    let shared = shared_or_no_runtime()?;
+    spawn_on(&shared, f, opts)
+}
+
+/// Fork-join (see `fiber::join`).
+pub(crate) fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    // One accessor call for both (read again after `a`, which may suspend).
+    let (w, t) = context::worker_and_task();
+    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
+    if w.is_null() || t.is_null() || cannot_suspend(unsafe { &*t }) {
+        return (a(), b());
+    }
+    // In `ManuallyDrop`: when the caller runs `b` inline, the job holds
+    // nothing (its closure was taken, no result, waiter or runner was ever
+    // stored), so that common path skips the drop glue; the other paths
+    // empty it with `clear`.
+    let job = std::mem::ManuallyDrop::new(job::StackJob::new(b));
+    let jref = job.as_job_ref();
+    // SAFETY: this thread's live worker; not kept across `a`.
+    unsafe {
+        (*w).deque.push(job::Runnable::Job(jref));
+        (*w).notify_idle_after_push();
+    }
+    // A forced unwind (shutdown drain, `block_on`'s deadlock path) through
+    // `job.wait()` below must not free the job while its runner uses it.
+    struct Settle<'j>(&'j dyn job::OwnedJob);
+    impl Drop for Settle<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                settle_job(&|| (self.0.runner(), self.0.is_done()));
+            }
+            self.0.clear();
+        }
+    }
+    let settle = Settle(&*job);
+    let ra = catch_unwind(AssertUnwindSafe(a));
+    // `a` may have suspended: we may be on another worker now (TLS re-read).
+    let w = context::worker_ptr();
+    let mut mine = false;
+    if !w.is_null() {
+        // SAFETY: as above.
+        let w = unsafe { &*w };
+        match w.deque.pop() {
+            Some(job::Runnable::Job(j)) if j == jref => mine = true,
+            Some(other) => w.deque.push(other),
+            None => {}
+        }
+    }
+    let rb = if mine {
+        std::mem::forget(settle);
+        let r = job.run_inline();
+        debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
+        r
+    } else {
+        if current_is_cancelling() {
+            settle_job(&|| (job.runner(), job.is_done()));
+        }
+        let r = job.wait();
+        std::mem::forget(settle);
+        job.clear();
+        r
+    };
+    match (ra, rb) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(p), _) => resume_unwind(p),
+        (Ok(_), Err(e)) => e.resume(),
+    }
+}
