@@ -80,7 +80,7 @@ pub(crate) struct RuntimeState {
 /// I/O reactor: a socket becoming ready). While one is alive the runtime is
 /// never quiescent, so a fiber parked on I/O is not reported. Create it
 /// before parking, drop it after waking.
-#[allow(dead_code)] // the hook for the reactor (issue 14)
+#[allow(dead_code)] // the hook for the reactor
 pub(crate) struct ExternalWait {
     shared: Arc<Shared>,
 }

@@ -450,7 +450,7 @@ impl Builder {
         drop(tx);
         // Only strict pinning needs each worker's pinning result before
         // `build` returns; otherwise the workers start while the caller
-        // goes on (about a quarter of a start-up's time, issue 15). A
+        // goes on (about a quarter of a start-up's time). A
         // worker that starts late finds its queue and the shutdown flag as
         // any worker between two checks does; `Stats` waits for them all.
         let mut failure = None;

@@ -213,7 +213,7 @@ where
         unsafe { task.body().entry = Some(entry) };
         (task, packet)
     } else {
-        // The closure and the packet in one allocation (issue 15).
+        // The closure and the packet in one allocation.
         // SAFETY: the caller's contract keeps every borrow of `f` alive
         // until the fiber is finished or destroyed.
         let (entry, packet) = unsafe { packet::new_main(f) };

@@ -116,7 +116,7 @@ impl Default for CostModel {
             memory_share: 0.3,
             switch_ns: 100,
             // Measured on the real runtime by `thesis_bench`'s calibration
-            // (2-core machine, uniform:2x1, issue 16): spawn 214-724 ns
+            // (2-core machine, uniform:2x1): spawn 214-724 ns
             // (median of three runs 274 ns), wake-up of a parked worker
             // 10.9-11.9 us. Until then the defaults were 200 ns and 5 us.
             spawn_ns: 270,
