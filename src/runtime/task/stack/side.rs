@@ -19,6 +19,7 @@
 use std::cell::RefCell;
 use std::sync::Once;
 
+use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 
 use super::os;
@@ -30,6 +31,9 @@ const SIDE_STACK_SIZE: usize = 256 * 1024;
 struct SideStack {
     base: usize,
     len: usize,
+    /// Tells valgrind this range is a stack, so the switch onto it is not
+    /// taken for stray writes below the thread's stack pointer.
+    _valgrind: ValgrindStackRegistration,
 }
 
 impl SideStack {
@@ -43,7 +47,7 @@ impl SideStack {
             os::unmap(base, len);
             return None;
         }
-        Some(SideStack { base, len })
+        Some(SideStack { base, len, _valgrind: ValgrindStackRegistration::new(base as *mut u8, len) })
     }
 }
 
