@@ -97,8 +97,8 @@ use std::time::{Duration, Instant};
 use crate::sync::channel::{Receiver, RecvError, SendError, Sender};
 use crate::sync::queue::Handoff;
 
-pub(crate) use arms::TokenRef;
-use arms::{Arm, RecvArm, SendArm, Token};
+pub(crate) use arms::{Token, TokenRef};
+use arms::{Arm, RecvArm, SendArm};
 
 
 /// A set of channel operations to wait on (crossbeam-channel's `Select`).
