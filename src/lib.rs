@@ -32,7 +32,11 @@
 //!   on drop.
 //! * [`fiber`]: `spawn`, `yield_now`, `await_fiber`, `join` (fork-join),
 //!   `when_all`, `when_any`, `scope`, `sleep`, `spawn_pinned`, `current`,
-//!   `JoinSet` (results in finishing order), `Builder::eager`.
+//!   `JoinSet` (results in finishing order), `Builder::eager`;
+//!   cancellation (`JoinHandle::cancel`, `shield`), fiber-locals
+//!   ([`fiber_local!`]), `park` / `unpark`, and futures both ways
+//!   (`block_on_future`, `JoinHandle: IntoFuture`).
+//! * [`signal`]: `ctrl_c()` and named signals, waited for by a fiber.
 //! * [`runtime::Handle`]: `Runtime::handle()`, `Handle::current()`,
 //!   `Handle::spawn` from any thread.
 //! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
@@ -94,6 +98,7 @@ pub mod policy;
 pub mod net;
 pub(crate) mod reactor;
 pub mod runtime;
+pub mod signal;
 pub mod sim;
 pub mod sync;
 pub mod topology;

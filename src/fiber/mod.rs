@@ -30,7 +30,27 @@
 //! * for thread-affine state (thread-locals, `!Send` handles that must stay
 //!   on their thread) use [`spawn_pinned`], whose fiber never migrates;
 //! * for per-fiber state, keep it in the fiber's own variables (its stack
-//!   moves with it).
+//!   moves with it), or in a [`fiber_local!`](crate::fiber_local) static,
+//!   whose values live in the fiber's control block and move with it.
+//!
+//! # Fiber-locals
+//!
+//! [`fiber_local!`](crate::fiber_local) declares statics with one value per
+//! fiber, in `thread_local!`'s syntax and with `std::thread::LocalKey`'s
+//! accessors ([`FiberLocal`]): initialised on a fiber's first access,
+//! sound across migrations (a borrow may be held across a suspension),
+//! dropped on the fiber when it ends, before its joiner sees the result.
+//! Outside a fiber each thread has its own value. See `fiber::local`'s
+//! rules in [`FiberLocal`].
+//!
+//! # Cancellation, park, futures
+//!
+//! [`JoinHandle::cancel`] makes a fiber unwind at its current or next
+//! suspension point (every wait of this crate, and [`yield_now`]);
+//! [`shield`] defers it over a section. [`park`] / [`Fiber::unpark`] are
+//! `std::thread::park` for fibers. [`block_on_future`] runs a
+//! `std::future::Future` in a fiber, parking the fiber between polls, and
+//! a [`JoinHandle`] can be `.await`ed from async code ([`future`]).
 //!
 //! The runtime follows the same rule internally: its per-thread state is
 //! only read through non-inlined accessors, so [`current`] always reports
@@ -58,8 +78,12 @@
 //! works; the runtime's panic report runs on a side stack of the worker.
 
 mod blocking;
+mod cancel;
+pub mod future;
 pub(crate) mod job;
 mod join_set;
+pub(crate) mod local;
+mod park;
 pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod stack;
@@ -74,7 +98,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use cancel::{is_cancelled, shield, Cancelled, ShieldGuard};
+pub use future::{block_on_future, JoinFuture};
 pub use join_set::JoinSet;
+pub use local::FiberLocal;
+pub use park::{current_handle, park, park_timeout, Fiber};
 pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
@@ -150,7 +178,7 @@ pub(crate) fn current_id() -> Option<u64> {
 
 /// The running fiber is being destroyed by the shutdown drain.
 pub(crate) fn current_is_cancelling() -> bool {
-    current_task().is_some_and(|t| t.cancelling.get())
+    current_task().is_some_and(|t| t.is_cancelling())
 }
 
 /// The running fiber cannot suspend now (being destroyed, or unwinding):
@@ -179,7 +207,17 @@ pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
 /// resumed on this thread would see it).
 #[inline]
 pub(crate) fn cannot_suspend(t: &Task) -> bool {
-    t.cancelling.get() || std::thread::panicking()
+    t.is_cancelling() || std::thread::panicking()
+}
+
+/// A cancellation point (`cancel` module docs, step 2): unwind with
+/// [`Cancelled`] if a cancellation was requested and the fiber is neither
+/// shielded nor unwinding already.
+#[inline(always)]
+pub(crate) fn cancel_point(t: &Task) {
+    if t.flags_load() & task::CANCEL != 0 {
+        cancel::cancel_point_slow(t);
+    }
 }
 
 fn suspend(reason: Suspend) {
@@ -219,10 +257,14 @@ pub(crate) fn park_task(t: *const Task) {
     // SAFETY: non-null CURRENT: the running task, alive while it runs (see
     // `current_task`).
     let task = unsafe { &*t };
-    if task.take_token() || cannot_suspend(task) {
-        return;
+    if !task.take_token() {
+        if cannot_suspend(task) {
+            return;
+        }
+        suspend_task(t, Suspend::Park);
     }
-    suspend_task(t, Suspend::Park);
+    // Entering and leaving every park (a pending token included).
+    cancel_point(task);
 }
 
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
@@ -429,7 +471,7 @@ where
         let (entry, packet) = unsafe { packet::new_main(f) };
         (make_task(Some(entry)), packet)
     };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: shared.clone(), _p: PhantomData };
     if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
@@ -537,6 +579,10 @@ pub struct JoinHandle<T> {
     /// Dropped by `Drop` (into the worker's task pool when it is the last
     /// reference), never elsewhere.
     task: std::mem::ManuallyDrop<TaskRef>,
+    /// The fiber's runtime, for [`cancel`](JoinHandle::cancel) from any
+    /// thread (a canceller that wins `PARKED -> QUEUED` pushes the fiber
+    /// to one of its queues).
+    shared: Arc<Shared>,
     _p: PhantomData<T>,
 }
 
@@ -675,6 +721,70 @@ impl<T> JoinHandle<T> {
     pub fn id(&self) -> u64 {
         self.task.id
     }
+
+    /// Cancel the fiber (tokio's `abort`, may's `cancel`, Boost's
+    /// `interrupt`): it is woken at its current suspension point, or stops
+    /// at its next one, and unwinds from there, running its destructors
+    /// once; its [`join`](JoinHandle::join) then returns an error with
+    /// [`is_cancelled()`](JoinError::is_cancelled). Returns at once (it does
+    /// not wait for the unwind); call it from any fiber or thread, as often
+    /// as you like.
+    ///
+    /// * **Cancellation points**: every wait of this crate (a `sync` lock,
+    ///   condition variable, semaphore, barrier, event, channel send or
+    ///   receive, a join, [`sleep`], [`park`], socket `accept`, `read`,
+    ///   `write`, `connect`, [`block_on_future`], [`spawn_blocking`]'s
+    ///   wait) and [`yield_now`]. A fiber that computes without suspending
+    ///   is cancelled when it next suspends; it can poll
+    ///   [`is_cancelled`]. A fiber cancelled before it first ran never runs
+    ///   its closure. Cancelling a finished fiber does nothing (its result
+    ///   stays).
+    /// * **The unwind** carries the payload [`Cancelled`]; the panic hook
+    ///   does not run (nothing is printed). A `catch_unwind` inside the
+    ///   fiber sees it and should re-raise it; a fiber that swallows it runs
+    ///   on (and unwinds again at its next cancellation point).
+    /// * **A lock held** is released by its guard's destructor during the
+    ///   unwind, as for a panic (no poisoning); the next waiter gets it.
+    /// * **A grant racing the cancellation** (a fiber handed the lock, a
+    ///   permit, a notification or a channel value in the same instant as it
+    ///   is cancelled) is passed on: the lock to the next waiter, the permit
+    ///   back, the notification to the next waiter, the value back to the
+    ///   front of the channel, so nothing is lost and nobody waits for it.
+    /// * **A value in flight**: a `send` that is cancelled while it waits
+    ///   drops the value it was sending (it was not delivered); one that was
+    ///   taken by a receiver in that instant was delivered.
+    /// * **Shielding**: [`shield`] / [`ShieldGuard`] defer cancellation over
+    ///   a section. A [`scope`] whose fiber is cancelled cancels its
+    ///   children and waits for them (they borrow its frame) before it
+    ///   unwinds; a stolen [`join`] closure is waited for the same way.
+    /// * **During the unwind** the fiber cannot park (Rust counts panics
+    ///   per thread, and the worker runs other fibers): a destructor that
+    ///   must wait for a lock held by another fiber waits on the thread, as
+    ///   during any panic (`sync` module docs).
+    ///
+    /// ```
+    /// use numafiber::{fiber, sync, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (_tx, rx) = sync::channel::bounded::<u32>(1);
+    ///     let h = fiber::spawn(move || rx.recv()); // parks: nobody sends
+    ///     fiber::yield_now();
+    ///     h.cancel();
+    ///     let e = h.join().unwrap_err();
+    ///     assert!(e.is_cancelled() && !e.is_panic());
+    /// });
+    /// ```
+    pub fn cancel(&self) {
+        let shared = &self.shared;
+        cancel::request(&self.task, |t| shared.reschedule(t));
+    }
+
+    /// Take the result of a finished fiber (`JoinFuture`).
+    pub(crate) fn take_done(self) -> Result<T, JoinError> {
+        // SAFETY: the handle (consumed) is its packet's one owner, and the
+        // caller saw the packet done.
+        unsafe { self.packet.wait() }
+    }
 }
 
 /// Spawn a fiber on the current fiber's runtime; it is placed by the
@@ -748,8 +858,14 @@ pub fn yield_now() {
         return;
     }
     // SAFETY: as in `current_task`; not used after the suspension.
-    if cannot_suspend(unsafe { &*t }) {
-        return;
+    let task = unsafe { &*t };
+    // One load of the flags for both the drain's mark and a cancellation
+    // request (a cancellation point on entry: `cancel` module docs).
+    if task.flags_load() != 0 || std::thread::panicking() {
+        if task.is_cancelling() || std::thread::panicking() {
+            return;
+        }
+        cancel_point(task);
     }
     suspend_task(t, Suspend::Yield);
 }
@@ -898,7 +1014,10 @@ where
         if current_is_cancelling() {
             settle_job(&|| (job.runner(), job.is_done()));
         }
-        let r = job.wait();
+        // Shielded: the thief runs `b` on our frame, so this wait must end
+        // (`cancel` module docs, step 5); a cancellation takes effect at
+        // the next cancellation point after it.
+        let r = shield(|| job.wait());
         std::mem::forget(settle);
         job.clear();
         r
@@ -945,28 +1064,59 @@ pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     set_wait_reason(task::wait_kind::NONE, 0);
 }
 
+/// `wait_child`, but return `false` as soon as the calling fiber has a
+/// cancellation request, if `stop_on_cancel` (a scope then cancels its
+/// children and waits again, with `stop_on_cancel` off).
+fn wait_child_or_cancel(task: &TaskRef, packet: &dyn Completion, stop_on_cancel: bool) -> bool {
+    if packet.is_done() {
+        return true;
+    }
+    reclaim(task);
+    set_wait_reason(task::wait_kind::JOIN, task.id);
+    let stop = || stop_on_cancel && is_cancelled();
+    let done = loop {
+        if stop() {
+            break false;
+        }
+        if !wait_child_step(task, packet) || packet.is_done() {
+            break true;
+        }
+    };
+    set_wait_reason(task::wait_kind::NONE, 0);
+    done
+}
+
 fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
     while !packet.is_done() {
-        if current_is_cancelling() {
-            let Some(shared) = current_shared_for_drain() else { return };
-            if crate::runtime::destroy(&shared, task) || packet.is_done() {
-                continue;
-            }
-            if shared.draining.load(Acquire) {
-                // Running elsewhere cannot happen during the drain (no
-                // worker is left); do not spin on it either.
-                return;
-            }
-            // `block_on`'s deadlock path destroys fibers while the workers
-            // still run: the child is running or queued there. It borrows
-            // from us, so wait for it to finish or park (then destroy it).
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        }
-        if !packet.register_current() {
-            park_caller();
+        if !wait_child_step(task, packet) {
+            return;
         }
     }
+}
+
+/// One step of waiting for a child: a park (or a step of the drain's
+/// destruction of it). `false`: give up (the drain cannot run it).
+fn wait_child_step(task: &TaskRef, packet: &dyn Completion) -> bool {
+    if current_is_cancelling() {
+        let Some(shared) = current_shared_for_drain() else { return false };
+        if crate::runtime::destroy(&shared, task) || packet.is_done() {
+            return true;
+        }
+        if shared.draining.load(Acquire) {
+            // Running elsewhere cannot happen during the drain (no
+            // worker is left); do not spin on it either.
+            return false;
+        }
+        // `block_on`'s deadlock path destroys fibers while the workers
+        // still run: the child is running or queued there. It borrows
+        // from us, so wait for it to finish or park (then destroy it).
+        std::thread::sleep(Duration::from_millis(1));
+        return true;
+    }
+    if !packet.register_current() {
+        park_caller();
+    }
+    true
 }
 
 /// Make sure the fiber of `task` is finished or destroyed before the
@@ -1064,8 +1214,9 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 }
 
 /// Wait until the first of `handles` finishes; return its index and value.
-/// The others keep running, detached (their results are dropped). A panic
-/// of the first finisher is re-raised.
+/// The others keep running, detached (their results are dropped); use
+/// [`when_any_cancel_rest`] to cancel them instead. A panic of the first
+/// finisher is re-raised.
 ///
 /// # Panics
 /// If `handles` is empty.
@@ -1081,6 +1232,45 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 /// assert_eq!((i, v), (1, "fast"));
 /// ```
 pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
+    when_any_then(handles, |_| {})
+}
+
+/// [`when_any`], cancelling the losers ([`JoinHandle::cancel`]) before it
+/// returns: they unwind at their next cancellation point, detached. Also
+/// when the first finisher panicked (its panic is re-raised after the
+/// cancellations), and when the caller itself is cancelled while it waits.
+///
+/// # Panics
+/// If `handles` is empty.
+///
+/// ```
+/// use std::time::Duration;
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let (i, v) = rt.block_on(|| fiber::when_any_cancel_rest(vec![
+///     fiber::spawn(|| { fiber::sleep(Duration::from_secs(3600)); "slow" }), // cancelled
+///     fiber::spawn(|| "fast"),
+/// ]));
+/// assert_eq!((i, v), (1, "fast"));
+/// ```
+pub fn when_any_cancel_rest<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
+    when_any_then(handles, |hs| {
+        for h in hs {
+            h.cancel();
+        }
+    })
+}
+
+/// `when_any`, calling `losers` on the handles once the wait is over
+/// (returning, re-raising a panic, or unwinding).
+fn when_any_then<T>(handles: Vec<JoinHandle<T>>, losers: impl Fn(&[JoinHandle<T>])) -> (usize, T) {
+    struct Losers<'a, T, F: Fn(&[JoinHandle<T>])>(&'a [JoinHandle<T>], F);
+    impl<T, F: Fn(&[JoinHandle<T>])> Drop for Losers<'_, T, F> {
+        fn drop(&mut self) {
+            (self.1)(self.0);
+        }
+    }
+    let _losers = Losers(&handles, losers);
     assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
     loop {
         for (i, h) in handles.iter().enumerate() {
@@ -1373,6 +1563,25 @@ impl<T> ScopedJoinHandle<'_, T> {
     pub fn is_finished(&self) -> bool {
         self.inner.is_finished()
     }
+    /// Cancel the fiber ([`JoinHandle::cancel`]); the scope still waits
+    /// for it to unwind.
+    ///
+    /// ```
+    /// use numafiber::{fiber, sync, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let ev = sync::Event::new();
+    ///     fiber::scope(|s| {
+    ///         let h = s.spawn(|| ev.wait()); // nobody sets it
+    ///         fiber::yield_now();
+    ///         h.cancel();
+    ///         assert!(h.join().unwrap_err().is_cancelled());
+    ///     });
+    /// });
+    /// ```
+    pub fn cancel(&self) {
+        self.inner.cancel()
+    }
 }
 
 impl<'scope> Scope<'scope, '_> {
@@ -1441,14 +1650,32 @@ where
         }
     }
     let children = Children(std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner())));
-    for (t, c) in &children.0 {
-        wait_child(t, &**c);
+    {
+        // The children borrow our frame: wait for them even when this fiber
+        // is cancelled (shielded), and pass a cancellation on to them so the
+        // wait ends (`cancel` module docs, step 5).
+        let _shield = ShieldGuard::new();
+        let mut passed_on = false;
+        for (t, c) in &children.0 {
+            while !wait_child_or_cancel(t, &**c, !passed_on) {
+                passed_on = true;
+                for (t, _) in &children.0 {
+                    cancel::request(t, |t| scope.shared.reschedule(t));
+                }
+            }
+        }
     }
     let child_panicked = children.0.iter().any(|(_, c)| c.unjoined_panic());
     drop(children);
     match r {
         Err(p) => resume_unwind(p),
         Ok(_) if child_panicked => panic!("a scoped fiber panicked"),
-        Ok(r) => r,
+        Ok(r) => {
+            // A cancellation that came while we waited for the children.
+            if let Some(t) = current_task() {
+                cancel_point(t);
+            }
+            r
+        }
     }
 }

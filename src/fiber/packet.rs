@@ -175,6 +175,8 @@ use crate::worker::tls;
 pub(crate) enum Waiter {
     Fiber { task: TaskRef, shared: Arc<Shared> },
     Thread(Thread),
+    /// An async task awaiting a `JoinHandle` (`fiber::future::JoinFuture`).
+    Async(std::task::Waker),
 }
 
 impl Waiter {
@@ -190,6 +192,7 @@ impl Waiter {
         match (self, o) {
             (Waiter::Fiber { task: a, .. }, Waiter::Fiber { task: b, .. }) => Arc::ptr_eq(a, b),
             (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
+            (Waiter::Async(a), Waiter::Async(b)) => a.will_wake(b),
             _ => false,
         }
     }
@@ -202,6 +205,7 @@ impl Waiter {
                 crate::sync::deadlock::note_thread_wake();
                 t.unpark()
             }
+            Waiter::Async(w) => w.wake(),
         }
     }
 }
@@ -694,7 +698,29 @@ impl<T> Completion for Packet<T> {
         if self.is_done() {
             return true;
         }
-        let w = Waiter::current();
+        self.register_more(Waiter::current())
+    }
+    fn unjoined_panic(&self) -> bool {
+        let s = self.state.load(Acquire);
+        s & PANICKED != 0 && s & TAKEN == 0
+    }
+}
+
+impl<T> Packet<T> {
+    /// An async waiter (`JoinFuture::poll`): register `w` in the list of
+    /// other waiters unless done; returns done. A later poll with another
+    /// waker adds that one too; the earlier one is woken spuriously, which
+    /// wakers allow.
+    pub(crate) fn register_async(&self, w: &std::task::Waker) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        self.register_more(Waiter::Async(w.clone()))
+    }
+
+    /// Push `w` to the list of other waiters (module docs); returns done
+    /// (then `w` is not left behind).
+    fn register_more(&self, w: Waiter) -> bool {
         let mut g = self.lock_more();
         let pushed = !g.iter().any(|x| x.same(&w));
         if pushed {
@@ -709,10 +735,6 @@ impl<T> Completion for Packet<T> {
             return true;
         }
         false
-    }
-    fn unjoined_panic(&self) -> bool {
-        let s = self.state.load(Acquire);
-        s & PANICKED != 0 && s & TAKEN == 0
     }
 }
 
@@ -827,7 +849,35 @@ where
     fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
-        let r = catch_unwind(AssertUnwindSafe(f));
+        let t = tls::current_task_ptr();
+        // SAFETY: the running task (non-null: a fiber main runs in a fiber,
+        // or in the drain with the task set as current), alive while it runs.
+        let task = unsafe { t.as_ref() };
+        let r = if task.is_some_and(|t| t.flags_load() & crate::fiber::task::CANCEL != 0) {
+            // Cancelled before it first ran: the closure never runs
+            // (`fiber::cancel`, step 4).
+            catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(crate::fiber::Cancelled) as Box<dyn std::any::Any + Send>))
+        } else {
+            catch_unwind(AssertUnwindSafe(f))
+        };
+        let r = if task.is_some_and(|t| !t.is_cancelling()) {
+            // The fiber's locals go before its result is published
+            // (`fiber::local`, rule 3); a destructor's panic is the
+            // fiber's panic unless it already failed.
+            match (r, crate::fiber::local::end_of_fiber()) {
+                (Ok(v), Err(p)) => {
+                    drop_on_fiber(v);
+                    Err(p)
+                }
+                (r, Err(p)) => {
+                    drop_on_fiber(p);
+                    r
+                }
+                (r, Ok(())) => r,
+            }
+        } else {
+            r
+        };
         if r.is_ok() || !crate::fiber::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
             // right after its join sees this fiber as completed.
@@ -842,7 +892,12 @@ where
                     self.cancel_now();
                     std::panic::resume_unwind(p);
                 }
-                Err(JoinError::panicked(p))
+                if p.is::<crate::fiber::Cancelled>() {
+                    drop_on_fiber(p);
+                    Err(JoinError::cancelled_by_handle())
+                } else {
+                    Err(JoinError::panicked(p))
+                }
             }
         };
         // SAFETY: this fiber is its packet's one completer (`new_main`),

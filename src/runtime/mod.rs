@@ -934,7 +934,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         // the count above zero.
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }
-    t.cancelling.set(true);
+    t.set_cancelling();
     let prev = tls::replace_current_task(&**t);
     // SAFETY: `transition_to_cancelled` gave us the run permission.
     let (coro, entry, registered) = {
@@ -957,6 +957,11 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         crate::fiber::overflow::report_canary(t);
     }
     contain_drop_panic(t.id, move || drop(entry));
+    // Its fiber-locals (`fiber::local`, rule 3), after everything that
+    // could still use them.
+    // SAFETY: we hold the run permission and the fiber is gone: no borrow
+    // of a value can be alive.
+    contain_drop_panic(t.id, || unsafe { crate::fiber::local::clear_slot(&t.locals) });
     tls::replace_current_task(prev);
     if registered {
         shared.registry.remove(t.id);
