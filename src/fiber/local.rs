@@ -94,14 +94,10 @@ pub(crate) unsafe fn clear_slot(slot: &LocalSlot) {
 /// The running fiber ends (its closure returned or unwound): drop its
 /// values before its result is published (rule 3). A destructor's panic
 /// is returned, for the caller to treat as the fiber's own panic.
+/// `t` is the running fiber's task.
 #[inline]
-pub(crate) fn end_of_fiber() -> Result<(), Box<dyn Any + Send>> {
-    let t = crate::worker::tls::current_task_ptr();
-    if t.is_null() {
-        return Ok(());
-    }
-    // SAFETY: the running task (as in `current_slot`).
-    let slot = unsafe { &(*t).locals };
+pub(crate) fn end_of_fiber(t: &crate::fiber::task::Task) -> Result<(), Box<dyn Any + Send>> {
+    let slot = &t.locals;
     // SAFETY: the fiber's own slot; a plain read of a cell only the fiber
     // writes.
     if unsafe { (*slot.get()).is_none() } {

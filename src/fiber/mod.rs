@@ -471,7 +471,7 @@ where
         let (entry, packet) = unsafe { packet::new_main(f) };
         (make_task(Some(entry)), packet)
     };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: shared.clone(), _p: PhantomData };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
     if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
@@ -579,12 +579,20 @@ pub struct JoinHandle<T> {
     /// Dropped by `Drop` (into the worker's task pool when it is the last
     /// reference), never elsewhere.
     task: std::mem::ManuallyDrop<TaskRef>,
-    /// The fiber's runtime, for [`cancel`](JoinHandle::cancel) from any
-    /// thread (a canceller that wins `PARKED -> QUEUED` pushes the fiber
-    /// to one of its queues).
-    shared: Arc<Shared>,
+    /// The fiber's runtime, as an address only (no count: spawn stays
+    /// free of it), for [`cancel`](JoinHandle::cancel), whose canceller
+    /// may have to push the fiber to one of its queues (see there).
+    shared: *const Shared,
     _p: PhantomData<T>,
 }
+
+// SAFETY: `shared` is an address used only as `cancel` documents (looked
+// up, or compared with this thread's worker's runtime); every other field
+// is `Send`/`Sync` for `T: Send` as before.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: as above; `&JoinHandle` offers `cancel`, `is_finished` and `id`,
+// which are safe from any thread.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
@@ -775,8 +783,23 @@ impl<T> JoinHandle<T> {
     /// });
     /// ```
     pub fn cancel(&self) {
-        let shared = &self.shared;
-        cancel::request(&self.task, |t| shared.reschedule(t));
+        // The runtime is needed only to push a fiber this call moved out of
+        // `PARKED`. On one of its workers it is alive (the worker holds an
+        // `Arc`); elsewhere it is looked up among the live runtimes and
+        // held while it is used. A parked fiber's runtime is alive (it
+        // outlives its fibers), so a runtime found at the same address
+        // while the fiber is still parked is that one. None found: the
+        // runtime is gone and its fibers are finished or destroyed.
+        if current_shared_ptr() == self.shared {
+            // SAFETY: `self.shared` is the `Arc::as_ptr` of this thread's
+            // worker's live runtime; `ManuallyDrop` keeps its count.
+            let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(self.shared) });
+            cancel::request(&self.task, |t| shared.reschedule(t));
+        } else if let Some(shared) = crate::sync::deadlock::runtime_at(self.shared) {
+            cancel::request(&self.task, |t| shared.reschedule(t));
+        } else {
+            self.task.flags_or(task::CANCEL);
+        }
     }
 
     /// Take the result of a finished fiber (`JoinFuture`).

@@ -864,7 +864,7 @@ where
             // The fiber's locals go before its result is published
             // (`fiber::local`, rule 3); a destructor's panic is the
             // fiber's panic unless it already failed.
-            match (r, crate::fiber::local::end_of_fiber()) {
+            match (r, crate::fiber::local::end_of_fiber(task.expect("checked"))) {
                 (Ok(v), Err(p)) => {
                     drop_on_fiber(v);
                     Err(p)
