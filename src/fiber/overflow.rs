@@ -73,8 +73,8 @@ pub(crate) struct AltStack {
 
 /// Altstacks of exited workers, for the next workers (of this or a later
 /// runtime): a worker's start and exit then cost no `mmap`/`munmap` (each
-/// `munmap` in a multi-threaded process is a TLB shootdown; issue 15,
-/// start-up). At most [`MAX_SPARE`] are kept; they are mostly untouched
+/// `munmap` in a multi-threaded process is a TLB shootdown, which
+/// start-up paid). At most [`MAX_SPARE`] are kept; they are mostly untouched
 /// pages (the handler runs only on a fault), so they cost address space,
 /// not memory. Taken with `try_lock` only: a contended or poisoned list
 /// (or one a `fork` left locked) means a fresh `mmap`, never a wait.

@@ -1,7 +1,7 @@
 //! Join state of one fiber: the result slot, the waiter, and the fiber's
 //! main function that fills it.
 //!
-//! # The packet protocol (lock-free; issue 15)
+//! # The packet protocol (lock-free)
 //!
 //! A [`Packet`] is shared by a fiber's [`Main`] (the *completer*, which
 //! publishes the result once) and its `JoinHandle` (the *owner*, which

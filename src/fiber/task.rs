@@ -31,7 +31,7 @@
 //!    grant, `sync::queue::Waker`, which holds only a pointer), or releases
 //!    it because it pushes its own (`Shared::wake`); the drain's
 //!    `PARKED -> DONE` releases it (`runtime::destroy`). So a park/wake
-//!    through a wait queue counts no reference (issue 15).
+//!    through a wait queue counts no reference.
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
 //!    touched again except to drop it by the last `TaskRef`, or to write a
 //!    new task over it when that last reference goes to a worker's task

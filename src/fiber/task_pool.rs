@@ -5,7 +5,7 @@
 //! surplus entry a reclaim leaves in B's inbox (`fiber::task`, "Reclaim")
 //! holds the last reference, and B drops it. glibc then takes A's arena
 //! lock while A mallocs: skynet 1M on 2 workers spent about a quarter of
-//! its samples in that lock's futex waits and wakes (issue 15). So the
+//! its samples in that lock's futex waits and wakes. So the
 //! places where a worker drops what may be a task's last reference hand
 //! it to that worker's [`TaskPool`] instead, and a spawn on a worker writes
 //! the new task over one from its pool: no `malloc`, no `free`, and the

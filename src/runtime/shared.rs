@@ -57,7 +57,7 @@ use crate::worker::tls;
 /// `Shared::node_of`) must not share a line with them. Without the
 /// alignment, the 128-byte `PublishedLen` reordered the fields and put
 /// `slot` on the line of `spawned`/`completed`: skynet on 2 workers went
-/// from 397-428 ms to 366-552 ms, median 402 -> 429 (issue 15).
+/// from 397-428 ms to 366-552 ms, median 402 -> 429.
 #[derive(Default, Debug)]
 #[repr(align(128))]
 pub(crate) struct Counters {
@@ -124,7 +124,7 @@ pub(crate) struct WorkerShared {
 /// A worker's own queue length (deque + wake slot) as its owner published
 /// it, alone on its cache line: spawners on other workers read this one
 /// line instead of the owner's deque indices, wake slot and a `SeqCst`
-/// fence (issue 15).
+/// fence.
 ///
 /// # The placement probe, and how stale it may be
 ///
@@ -171,7 +171,7 @@ pub(crate) struct PublishedLen {
 
 /// How far a worker's own pushes may take its queue past its published
 /// length before `push_local`/`push_spawned` publish again (see
-/// [`PublishedLen`]). Measured (skynet 1M, 2 workers, issue 15): with 8,
+/// [`PublishedLen`]). Measured (skynet 1M, 2 workers): with 8,
 /// spawners saw busy spawners' queues up to 7 short, placed more children
 /// there and reclaimed fewer (1.47M -> 1.17M reclaims, 400 -> 440-550 ms);
 /// with 1 the decisions are the exact probe's again (1.5M reclaims) and

@@ -19,8 +19,8 @@
 //!    (`Task::wait_signalled`; a fiber waits in one queue at a time), and
 //!    its entry holds its task and runtime as plain pointers, valid while
 //!    the entry is queued (`WakerKind::Fiber`, `SharedRef`): a fiber's
-//!    wait allocates nothing and counts no reference (issue 15; a thread's
-//!    wait allocates a small flag).
+//!    wait allocates nothing and counts no reference (a thread's wait
+//!    allocates a small flag).
 //! 2. *Grant.* A releaser, under the lock, pops the first entry (FIFO) and
 //!    hands it whatever it waited for (the mutex stays locked and changes
 //!    owner; a permit; a value moved into the receiver's cell), then calls
@@ -145,7 +145,7 @@ enum WakerKind {
 unsafe impl Send for WakerKind {}
 
 /// The waiting fiber's runtime, as its entry sees it: a plain pointer
-/// while queued (no reference count per wait, issue 15), turned into a
+/// while queued (no reference count per wait), turned into a
 /// counted reference by `Waker::signal` (under the queue lock) unless the
 /// granter runs on a worker of that same runtime.
 ///
@@ -483,7 +483,7 @@ pub(crate) fn wake_all<P>(es: Vec<Entry<P>>) -> Vec<P> {
 /// A waiter's payload cell, on the waiter's own stack: a granter puts
 /// what the waiter waited for (a channel value) straight into it, under
 /// the queue lock and before the signal, so the woken waiter takes it
-/// without locking again (issue 15: one lock acquisition per hand-off).
+/// without locking again (one lock acquisition per hand-off).
 ///
 /// # Why the cell outlives every write to it
 ///
