@@ -117,13 +117,11 @@ pub(crate) mod loom;
 pub mod graph;
 pub mod policy;
 pub mod net;
-pub(crate) mod reactor;
 pub mod runtime;
 pub mod signal;
 pub mod sim;
 pub mod sync;
 pub mod topology;
-mod worker;
 
 /// Thin public wrappers around the protocol code, for the project's loom
 /// models only (built with `RUSTFLAGS="--cfg loom"`).

@@ -14,7 +14,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::task::{wait_kind, TaskRef};
+use crate::runtime::task::{wait_kind, TaskRef};
 use super::JoinHandle;
 use crate::runtime::shared::Shared;
 

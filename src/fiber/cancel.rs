@@ -43,7 +43,7 @@
 
 use std::marker::PhantomData;
 
-use crate::fiber::task::{Task, TaskRef, CANCEL};
+use crate::runtime::task::{Task, TaskRef, CANCEL};
 
 /// The payload of a cancellation unwind (the fiber's
 /// [`JoinHandle::cancel`](crate::fiber::JoinHandle::cancel) was called):

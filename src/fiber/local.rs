@@ -67,7 +67,7 @@ thread_local! {
 /// until the caller returns to code that may end the fiber (rule 5).
 #[inline(never)] // TLS read across suspensions: see `worker::tls`
 fn current_slot() -> *const LocalSlot {
-    let t = crate::worker::tls::current_task_ptr();
+    let t = crate::runtime::context::current_task_ptr();
     if t.is_null() {
         return THREAD_MAP.with(|m| m as *const LocalSlot);
     }
@@ -96,7 +96,7 @@ pub(crate) unsafe fn clear_slot(slot: &LocalSlot) {
 /// is returned, for the caller to treat as the fiber's own panic.
 /// `t` is the running fiber's task.
 #[inline]
-pub(crate) fn end_of_fiber(t: &crate::fiber::task::Task) -> Result<(), Box<dyn Any + Send>> {
+pub(crate) fn end_of_fiber(t: &crate::runtime::task::Task) -> Result<(), Box<dyn Any + Send>> {
     let slot = &t.locals;
     // SAFETY: the fiber's own slot; a plain read of a cell only the fiber
     // writes.

@@ -23,9 +23,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fiber::task::{TaskRef, UNPARK};
+use crate::runtime::task::{TaskRef, UNPARK};
 use crate::runtime::shared::Shared;
-use crate::worker::tls;
+use crate::runtime::context as tls;
 
 /// A handle on a fiber, for [`unpark`](Fiber::unpark) (`std::thread::Thread`
 /// shape). Get one with [`current_handle`]; it is `Clone + Send + Sync`, so
@@ -131,7 +131,7 @@ pub fn current_handle() -> Option<Fiber> {
 }
 
 /// Consume the running fiber's unpark token if it is set.
-fn take_unpark(t: &crate::fiber::task::Task) -> bool {
+fn take_unpark(t: &crate::runtime::task::Task) -> bool {
     if t.flags_load() & UNPARK != 0 {
         t.flags_and(!UNPARK);
         true
@@ -168,18 +168,18 @@ pub fn park() {
         super::cancel_point(task);
         return;
     }
-    super::set_task_wait_reason(task, crate::fiber::task::wait_kind::PARK, 0);
+    super::set_task_wait_reason(task, crate::runtime::task::wait_kind::PARK, 0);
     let _clear = ClearWait(t);
     super::park_task(t);
     take_unpark(task);
 }
 
 /// Resets the wait reason even when the park unwinds (cancellation).
-struct ClearWait(*const crate::fiber::task::Task);
+struct ClearWait(*const crate::runtime::task::Task);
 impl Drop for ClearWait {
     fn drop(&mut self) {
         // SAFETY: the running fiber's own task (made by `park` from TLS).
-        super::set_task_wait_reason(unsafe { &*self.0 }, crate::fiber::task::wait_kind::NONE, 0);
+        super::set_task_wait_reason(unsafe { &*self.0 }, crate::runtime::task::wait_kind::NONE, 0);
     }
 }
 
@@ -220,15 +220,15 @@ pub fn park_timeout(d: Duration) {
         // reference is not kept across the park below.
         unsafe { (*w).add_timer(deadline, me) };
     }
-    super::set_task_wait_reason(task, crate::fiber::task::wait_kind::PARK, 0);
-    struct Over(*const crate::fiber::task::Task);
+    super::set_task_wait_reason(task, crate::runtime::task::wait_kind::PARK, 0);
+    struct Over(*const crate::runtime::task::Task);
     impl Drop for Over {
         fn drop(&mut self) {
             // SAFETY: the running fiber's own task (from TLS above); the
             // timer armed for this wait is stale from now on.
             let t = unsafe { &*self.0 };
             t.timed_wait_over();
-            super::set_task_wait_reason(t, crate::fiber::task::wait_kind::NONE, 0);
+            super::set_task_wait_reason(t, crate::runtime::task::wait_kind::NONE, 0);
         }
     }
     let _over = Over(t);

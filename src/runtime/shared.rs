@@ -38,16 +38,16 @@ use std::thread::Thread;
 
 use crossbeam_deque::{Injector, Stealer};
 
-use crate::fiber::job::Runnable;
-use crate::fiber::stack::{StackMode, Stacks};
-use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::stack::{StackMode, Stacks};
+use crate::runtime::task::{Task, TaskRef};
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
-use crate::reactor::driver::PollFlag;
-use crate::reactor::Reactor;
-use crate::runtime::idle::{Idle, Sleeper, Sleepers};
-use crate::runtime::wake_slot::WakeSlot;
+use crate::runtime::io::driver::PollFlag;
+use crate::runtime::io::Reactor;
+use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
+use crate::runtime::worker::wake_slot::WakeSlot;
 use crate::topology::{Topology, WorkerSlot};
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// Counters one worker writes (relaxed; read by `Runtime::stats`).
 ///
@@ -292,7 +292,7 @@ impl Sleepers for [WorkerShared] {
             th.unpark();
         }
         // A worker sleeping in `epoll_wait` instead of its futex.
-        crate::reactor::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
+        crate::runtime::io::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
     }
 }
 
@@ -360,13 +360,13 @@ pub(crate) struct Shared {
     /// (`fiber::stack`).
     pub(crate) stacks: Stacks,
     /// `block_on` reports a deadlock instead of hanging (see
-    /// `crate::sync::deadlock`).
+    /// `crate::runtime::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
     /// The rest of the detector's per-runtime state (strict mode, the
     /// one-time warning, external wake sources such as I/O).
-    pub(crate) deadlock: crate::sync::deadlock::RuntimeState,
+    pub(crate) deadlock: crate::runtime::deadlock::RuntimeState,
     /// The I/O reactor, created by the first socket a fiber of this runtime
-    /// waits on (`crate::reactor`).
+    /// waits on (`crate::runtime::io`).
     pub(crate) reactor: OnceLock<Arc<Reactor>>,
     pub(crate) reactor_init: Mutex<()>,
     /// Worker threads left to join when the runtime was dropped inside one
@@ -381,7 +381,7 @@ pub(crate) struct Shared {
     pub(crate) started: AtomicUsize,
     /// Spent tasks beyond what the workers' pools keep
     /// (`fiber::task_pool`).
-    pub(crate) task_spill: crate::fiber::task_pool::TaskSpill,
+    pub(crate) task_spill: crate::runtime::task::pool::TaskSpill,
 }
 
 /// The probe of a spawner that is not a worker of this runtime: every
@@ -418,7 +418,7 @@ impl<'a> SpawnerProbe<'a> {
         if let Some(d) = self.deque.get() {
             return d;
         }
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         debug_assert!(!w.is_null());
         // SAFETY: `new`'s contract: this thread runs worker `me`, alive
         // (and not suspended away from) while the probe is used.
@@ -469,14 +469,14 @@ impl Shared {
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
             started: AtomicUsize::new(0),
-            task_spill: crate::fiber::task_pool::TaskSpill::new(),
+            task_spill: crate::runtime::task::pool::TaskSpill::new(),
         }
     }
 
     /// The index of the calling worker if the caller is a worker of *this*
     /// runtime.
     pub(crate) fn local_worker_index(self: &Arc<Self>) -> Option<usize> {
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         if w.is_null() {
             return None;
         }
@@ -498,7 +498,7 @@ impl Shared {
             // SAFETY: `local_worker_index` checked that this thread runs
             // a worker of this runtime; the pointer is valid for the
             // duration of this call (no suspension in between).
-            let w = unsafe { &*tls::worker_ptr() };
+            let w = unsafe { &*context::worker_ptr() };
             if me == target {
                 self.push_spawned(me, &w.deque, task);
                 return;
@@ -531,7 +531,7 @@ impl Shared {
     /// searching or watching worker takes the entry once it has sat there
     /// for the grace period.
     #[inline]
-    fn hold(&self, w: &crate::worker::WorkerLocal, task: TaskRef) {
+    fn hold(&self, w: &crate::runtime::worker::WorkerLocal, task: TaskRef) {
         w.holding.set(true);
         if let Some(prev) = self.workers[w.index].held.put(task) {
             self.send_on(prev);
@@ -581,8 +581,8 @@ impl Shared {
     /// This thread's worker if it is a worker of *this* runtime, else null
     /// (one TLS accessor call).
     #[inline]
-    pub(crate) fn local_worker(&self) -> *const crate::worker::WorkerLocal {
-        let w = tls::worker_ptr();
+    pub(crate) fn local_worker(&self) -> *const crate::runtime::worker::WorkerLocal {
+        let w = context::worker_ptr();
         // SAFETY: a non-null WORKER pointer refers to this thread's live
         // worker (see `local_worker_index`).
         if !w.is_null() && std::ptr::eq(Arc::as_ptr(unsafe { &(*w).shared }), self) {
@@ -596,7 +596,7 @@ impl Shared {
     /// wait-queue granter reads it once under the lock, `sync::queue`),
     /// on this thread and without suspending since.
     #[inline]
-    pub(crate) fn reschedule_from(&self, local: *const crate::worker::WorkerLocal, task: TaskRef) {
+    pub(crate) fn reschedule_from(&self, local: *const crate::runtime::worker::WorkerLocal, task: TaskRef) {
         if let Some(p) = task.pinned {
             self.workers[p].pinned_inbox.push(task);
             self.notify_worker(p);

@@ -56,7 +56,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 enum Slot<T> {
     /// A blocked receiver: where a sender puts the value for it.

@@ -105,7 +105,6 @@
 mod auto_reset_event;
 pub mod channel;
 mod condvar;
-pub(crate) mod deadlock;
 mod latch;
 pub(crate) mod lock;
 mod mutex;

@@ -57,11 +57,11 @@ use std::sync::Arc;
 use super::lock::{SpinGuard, SpinLock};
 use std::time::Instant;
 
-use crate::fiber::packet::{park_caller, park_caller_until};
-use crate::fiber::task::{wait_kind, Task, TaskRef};
+use crate::runtime::task::packet::{park_caller, park_caller_until};
+use crate::runtime::task::{wait_kind, Task, TaskRef};
 use crate::loom::thread::Thread;
 use crate::runtime::shared::Shared;
-use crate::worker::WorkerLocal;
+use crate::runtime::worker::WorkerLocal;
 
 /// The waiter's own handle on its wait: where it reads "granted".
 ///
@@ -270,7 +270,7 @@ impl Waker {
             }
             WakerKind::FiberRef { task, shared } => shared.arc.wake(task),
             WakerKind::Thread(f) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 f.thread.unpark()
             }
         }
@@ -312,12 +312,12 @@ pub(crate) struct Me {
 impl Me {
     #[inline]
     pub(crate) fn current() -> Me {
-        let (w, task) = crate::worker::tls::worker_and_task();
+        let (w, task) = crate::runtime::context::worker_and_task();
         // SAFETY: a non-null WORKER points to this thread's live worker.
         let shared = if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } };
         Me { task, shared }
     }
-    /// The caller is a fiber (`tls::current_task_ptr` is not null).
+    /// The caller is a fiber (`context::current_task_ptr` is not null).
     #[inline]
     pub(crate) fn is_fiber(&self) -> bool {
         !self.task.is_null()

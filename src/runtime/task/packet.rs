@@ -166,9 +166,9 @@ use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::thread::{self, Thread};
 
 use crate::error::JoinError;
-use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::shared::Shared;
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// Someone blocked until an event: a parked fiber or a parked thread.
 #[derive(Clone)]
@@ -202,7 +202,7 @@ impl Waiter {
         match self {
             Waiter::Fiber { task, shared } => shared.wake(task),
             Waiter::Thread(t) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 t.unpark()
             }
             Waiter::Async(w) => w.wake(),
@@ -213,10 +213,10 @@ impl Waiter {
 /// Block the caller (fiber or thread) until woken; may return spuriously.
 #[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
 pub(crate) fn park_caller() {
-    let t = tls::current_task_ptr();
+    let t = context::current_task_ptr();
     if t.is_null() {
         // Counted for the deadlock proof: this thread wakes nobody now.
-        let _blocked = crate::sync::deadlock::ThreadBlocked::enter();
+        let _blocked = crate::runtime::deadlock::ThreadBlocked::enter();
         thread::park();
     } else {
         crate::fiber::park_task(t);
@@ -231,8 +231,8 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
     if now >= deadline {
         return;
     }
-    let w = tls::worker_ptr();
-    let t = tls::current_task_ptr();
+    let w = context::worker_ptr();
+    let t = context::current_task_ptr();
     if t.is_null() || w.is_null() {
         std::thread::park_timeout(deadline - now);
         return;
@@ -269,7 +269,7 @@ impl Inline {
     /// The caller, as the owner's waiter.
     #[inline]
     fn current() -> Inline {
-        let (w, task) = tls::worker_and_task();
+        let (w, task) = context::worker_and_task();
         if w.is_null() || task.is_null() {
             return Inline::Thread(thread::current());
         }
@@ -310,7 +310,7 @@ impl Inline {
                 }
             }
             Inline::Thread(t) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 t.unpark();
             }
         }
@@ -849,11 +849,11 @@ where
     fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
-        let t = tls::current_task_ptr();
+        let t = context::current_task_ptr();
         // SAFETY: the running task (non-null: a fiber main runs in a fiber,
         // or in the drain with the task set as current), alive while it runs.
         let task = unsafe { t.as_ref() };
-        let r = if task.is_some_and(|t| t.flags_load() & crate::fiber::task::CANCEL != 0) {
+        let r = if task.is_some_and(|t| t.flags_load() & crate::runtime::task::CANCEL != 0) {
             // Cancelled before it first ran: the closure never runs
             // (`fiber::cancel`, step 4).
             catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(crate::fiber::Cancelled) as Box<dyn std::any::Any + Send>))

@@ -77,6 +77,12 @@
 //! and every `TaskRef` held elsewhere (the join handle, a scope's list, the
 //! deadlock detector, the parked registry) stay right.
 
+pub(crate) mod job;
+pub(crate) mod overflow;
+pub(crate) mod packet;
+pub(crate) mod pool;
+pub(crate) mod stack;
+
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
@@ -102,10 +108,10 @@ pub(crate) enum Suspend {
     Reclaim,
 }
 
-pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
+pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::runtime::task::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
-pub(crate) use crate::fiber::packet::Entry;
-use crate::fiber::packet::MainSlot;
+pub(crate) use crate::runtime::task::packet::Entry;
+use crate::runtime::task::packet::MainSlot;
 pub(crate) type TaskRef = Arc<Task>;
 
 /// Lifecycle values (low two bits of `state`).
