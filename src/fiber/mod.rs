@@ -78,7 +78,7 @@
 //! works; the runtime's panic report runs on a side stack of the worker.
 
 mod blocking;
-mod cancel;
+pub(crate) mod cancel;
 pub mod future;
 mod join_set;
 pub(crate) mod local;
