@@ -16,7 +16,7 @@
 //!    `numafiber-signal`, that reads the pipe.
 //! 2. The dispatcher counts each delivery in the kind's slot (a
 //!    [`sync::Mutex`](crate::sync::Mutex)`<u64>`) and wakes every waiter
-//!    with the slot's [`Condvar`](crate::sync::Condvar).
+//!    with the slot's [`Condvar`].
 //! 3. A [`Signal`] remembers the count it has seen; [`Signal::recv`] waits
 //!    until the count moves past it. Several deliveries between two `recv`
 //!    calls are coalesced into one, as the OS coalesces pending signals.
