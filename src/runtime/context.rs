@@ -149,7 +149,7 @@ pub(crate) fn current_id() -> Option<u64> {
 
 /// The running fiber is being destroyed by the shutdown drain.
 pub(crate) fn current_is_cancelling() -> bool {
-    current_task().is_some_and(|t| t.cancelling.get())
+    current_task().is_some_and(|t| t.is_cancelling())
 }
 
 /// The running fiber cannot suspend now (being destroyed, or unwinding):
@@ -178,5 +178,5 @@ pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
 /// resumed on this thread would see it).
 #[inline]
 pub(crate) fn cannot_suspend(t: &Task) -> bool {
-    t.cancelling.get() || std::thread::panicking()
+    t.is_cancelling() || std::thread::panicking()
 }

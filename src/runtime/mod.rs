@@ -41,6 +41,7 @@
 //!    so a thread blocked in `join` returns instead of hanging.
 
 mod builder;
+pub(crate) mod cancel;
 pub(crate) mod context;
 pub(crate) mod deadlock;
 pub(crate) mod error;
@@ -50,6 +51,7 @@ pub(crate) mod shared;
 pub(crate) mod spawn;
 mod stats;
 pub(crate) mod task;
+pub(crate) mod unpark;
 pub(crate) mod wait;
 pub(crate) mod worker;
 #[cfg(test)]
@@ -67,7 +69,10 @@ pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
 pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
-pub(crate) use task::join::wait_child;
+pub(crate) use task::join::{wait_child, wait_child_or_cancel};
+pub(crate) use cancel::{cancel_point_current, current_requested as cancel_requested, request_in as cancel_in};
+pub(crate) use unpark::{current as current_unpark_handle, park as park_fiber, park_timeout as park_fiber_timeout};
+pub(crate) use task::locals::{current_slot as current_locals, LocalMap, LocalSlot};
 
 /// The running fiber: id, name, worker index, NUMA node; `None` off a
 /// fiber.
@@ -569,7 +574,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         // the count above zero.
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }
-    t.cancelling.set(true);
+    t.set_cancelling();
     let prev = context::replace_current_task(&**t);
     // SAFETY: `transition_to_cancelled` gave us the run permission.
     let (coro, entry, registered) = {
@@ -592,6 +597,11 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         crate::runtime::task::overflow::report_canary(t);
     }
     contain_drop_panic(t.id, move || drop(entry));
+    // Its fiber-locals (`fiber::local`, rule 3), after everything that
+    // could still use them.
+    // SAFETY: we hold the run permission and the fiber is gone: no borrow
+    // of a value can be alive.
+    contain_drop_panic(t.id, || unsafe { crate::runtime::task::locals::clear_slot(&t.locals) });
     context::replace_current_task(prev);
     if registered {
         shared.registry.remove(t.id);
