@@ -657,3 +657,61 @@ fn stampede_lock_handoff_vs_cancel() {
         assert_eq!(*m.lock(), done.load(SeqCst), "every completed increment counted, none half-done");
     });
 }
+
+/// A fiber parked in `select!` over two channels, cancelled: it unwinds,
+/// leaves no entry behind (a later send is received by a plain `recv`,
+/// not swallowed by the dead select), and the select's send arm value is
+/// dropped once.
+#[test]
+fn select_waiter_cancelled() {
+    rt1().block_on(|| {
+        let (tx1, rx1) = sync::channel::bounded::<u32>(0);
+        let (tx2, rx2) = sync::channel::bounded::<Tally>(0);
+        let (drops, t) = tally();
+        let (value_drops, v) = tally();
+        let (r1, t2) = (rx1.clone(), tx2.clone());
+        let h = fiber::spawn(move || {
+            let _t = t();
+            numafiber::select! {
+                recv(r1) -> m => m.map(|_| ()).is_ok(),
+                send(t2, v()) -> r => r.is_ok(),
+            }
+        });
+        settle();
+        cancel_and_check(h, &drops);
+        assert_eq!(value_drops.load(SeqCst), 1, "the send arm's value was dropped once, not sent");
+        assert!(rx2.try_recv().is_err(), "nothing was sent by the cancelled select");
+        let r = rx1.clone();
+        let reader = fiber::spawn(move || r.recv().unwrap());
+        settle();
+        tx1.send(7).unwrap();
+        assert_eq!(reader.join().unwrap(), 7, "the cancelled select left no entry that takes the value");
+        drop(tx2);
+    });
+}
+
+/// A value handed to a parked `select!`'s receive arm and the select
+/// cancelled at once: the value goes back to its channel.
+#[test]
+fn select_value_in_flight_to_cancelled_select_is_kept() {
+    rt1().block_on(|| {
+        let (tx1, rx1) = sync::channel::bounded::<u32>(4);
+        let (_tx2, rx2) = sync::channel::bounded::<u32>(4);
+        let (drops, t) = tally();
+        let (r1, r2) = (rx1.clone(), rx2.clone());
+        let h = fiber::spawn(move || {
+            let _t = t();
+            numafiber::select! {
+                recv(r1) -> m => m.unwrap(),
+                recv(r2) -> m => m.unwrap(),
+            }
+        });
+        settle();
+        tx1.send(11).unwrap(); // granted to the parked select ...
+        h.cancel(); // ... which unwinds before it takes it
+        let e = h.join().unwrap_err();
+        assert!(e.is_cancelled(), "{e}");
+        assert_eq!(drops.load(SeqCst), 1);
+        assert_eq!(rx1.try_recv().unwrap(), 11, "the value in flight was put back");
+    });
+}
