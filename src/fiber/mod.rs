@@ -57,7 +57,7 @@
 //! `stack_size` from [`MIN_STACK_SIZE`] (16 KiB) up to [`MAX_STACK_SIZE`]
 //! works; the runtime's panic report runs on a side stack of the worker.
 
-mod blocking;
+pub(crate) mod blocking;
 pub(crate) mod job;
 mod join_set;
 pub(crate) mod overflow;
@@ -75,7 +75,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
 pub use join_set::JoinSet;
-pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
+pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
@@ -159,17 +159,33 @@ pub(crate) fn current_cannot_suspend() -> bool {
     current_task().is_some_and(cannot_suspend)
 }
 
-/// Record what the running fiber is about to wait on (deadlock report);
-/// no-op on plain threads. Clear with `task::wait_kind::NONE`.
+/// Record what the running fiber is about to wait on (deadlock report,
+/// dumps) and the user call that waits (the caller's location, passed
+/// down by `#[track_caller]` from the public waiting function); no-op on
+/// plain threads. Clear with `task::wait_kind::NONE`.
+#[track_caller]
 pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
+    set_wait_reason_at(kind, obj, std::panic::Location::caller());
+}
+
+/// `set_wait_reason` with the waiting call's location given.
+pub(crate) fn set_wait_reason_at(kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
     if let Some(t) = current_task() {
-        set_task_wait_reason(t, kind, obj);
+        set_task_wait_reason_at(t, kind, obj, site);
     }
 }
 
 /// `set_wait_reason` for a caller that knows its own task `t`.
-#[inline]
+#[track_caller]
+#[allow(dead_code)] // the task pool's tests
 pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
+    set_task_wait_reason_at(t, kind, obj, std::panic::Location::caller());
+}
+
+/// `set_wait_reason_at` for a caller that knows its own task `t`.
+#[inline]
+pub(crate) fn set_task_wait_reason_at(t: &Task, kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
+    t.set_wait_site(site);
     t.wait_obj.store(obj, Relaxed);
     t.wait_kind.store(kind, Relaxed);
 }
@@ -267,6 +283,7 @@ pub(crate) fn closure_limit(stack_size: usize) -> usize {
     stack_size / 4
 }
 
+#[track_caller]
 pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -282,11 +299,13 @@ where
 /// The caller guarantees the fiber finishes (or is destroyed) before
 /// anything it borrows goes away: `scope` and `join` wait for their
 /// children on every path, including unwinding and shutdown.
+#[track_caller]
 pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
+    let site = std::panic::Location::caller();
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
     match stack::check_size(stack_size, shared.stack_mode) {
         Ok(()) => {}
@@ -389,6 +408,8 @@ where
         pinned,
         placed: pinned.unwrap_or(target),
         reclaim_by,
+        spawn_site: Some(site),
+        born_ms: shared.insight.born_now(),
         entry: None,
     };
     let make_task = |entry: Option<task::Entry>| {
@@ -607,6 +628,7 @@ impl<T> JoinHandle<T> {
     /// let err = rt.block_on(|| fiber::spawn(|| -> u8 { panic!("boom") }).join().unwrap_err());
     /// assert_eq!(err.panic_message(), Some("boom"));
     /// ```
+    #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         // SAFETY (both waits): a `JoinHandle` is its packet's one owner
         // (not `Clone`; `join` consumes it).
@@ -694,6 +716,7 @@ impl<T> JoinHandle<T> {
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| 7))), 7);
 /// ```
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -720,6 +743,7 @@ where
 /// });
 /// assert!(same);
 /// ```
+#[track_caller]
 pub fn spawn_pinned<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -762,6 +786,7 @@ pub fn yield_now() {
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| "done"))), "done");
 /// ```
+#[track_caller]
 pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
     match h.join() {
         Ok(v) => v,
@@ -782,6 +807,7 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 /// rt.block_on(|| fiber::sleep(Duration::from_millis(5)));
 /// assert!(t.elapsed() >= Duration::from_millis(5));
 /// ```
+#[track_caller]
 pub fn sleep(d: Duration) {
     if current_is_cancelling() || current_shared_for_drain().is_some() {
         // A destructor run by the shutdown drain: nothing can wake a timer
@@ -811,7 +837,9 @@ pub fn sleep(d: Duration) {
         // SAFETY: non-null WORKER is this thread's live worker; no
         // suspension happens while the reference is used.
         unsafe { (*w).add_timer(deadline, me) };
+        set_wait_reason(task::wait_kind::SLEEP, crate::runtime::dump::deadline_code(deadline));
         park_current();
+        set_wait_reason(task::wait_kind::NONE, 0);
         let t = current_task();
         if let Some(t) = t {
             t.timed_wait_over();
@@ -840,6 +868,7 @@ pub fn sleep(d: Duration) {
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fib(20)), 6765);
 /// ```
+#[track_caller]
 pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -935,6 +964,7 @@ fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
 
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
+#[track_caller]
 pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     if packet.is_done() {
         return;
@@ -1021,6 +1051,7 @@ thread_local! {
 /// }));
 /// assert_eq!(sums, vec![3, 7]);
 /// ```
+#[track_caller]
 pub fn when_all<H: FiberHandle>(handles: Vec<H>) -> Vec<H::Output> {
     handles.into_iter().map(FiberHandle::await_fiber).collect()
 }
@@ -1046,11 +1077,13 @@ pub trait FiberHandle: sealed::Sealed {
     ///
     /// # Panics
     /// When the fiber panicked (its payload is resumed) or was cancelled.
+    #[track_caller]
     fn await_fiber(self) -> Self::Output;
 }
 
 impl<T> FiberHandle for JoinHandle<T> {
     type Output = T;
+    #[track_caller]
     fn await_fiber(self) -> T {
         await_fiber(self)
     }
@@ -1058,6 +1091,7 @@ impl<T> FiberHandle for JoinHandle<T> {
 
 impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
     type Output = T;
+    #[track_caller]
     fn await_fiber(self) -> T {
         await_fiber(self.inner)
     }
@@ -1080,6 +1114,7 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 /// ]));
 /// assert_eq!((i, v), (1, "fast"));
 /// ```
+#[track_caller]
 pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
     assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
     loop {
@@ -1308,6 +1343,7 @@ impl Builder {
     /// [`SpawnErrorKind::ShuttingDown`] while the runtime shuts down (also
     /// from a destructor the shutdown drain runs), and the kinds of bad
     /// options: stack size, worker, node, closure size, too many fibers.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -1338,6 +1374,7 @@ impl Builder {
     /// let h = fiber::Builder::new().worker(1).spawn_on(&rt, || fiber::current().unwrap().worker).unwrap();
     /// assert_eq!(h.join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn spawn_on<F, T>(self, rt: &crate::Runtime, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -1366,6 +1403,7 @@ pub struct ScopedJoinHandle<'scope, T> {
 
 impl<T> ScopedJoinHandle<'_, T> {
     /// Wait for the fiber; `Err` carries its panic.
+    #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         self.inner.join()
     }
@@ -1380,6 +1418,7 @@ impl<'scope> Scope<'scope, '_> {
     ///
     /// # Panics
     /// If the runtime is shutting down.
+    #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
         F: FnOnce() -> T + Send + 'scope,
@@ -1421,6 +1460,7 @@ impl<'scope> Scope<'scope, '_> {
 /// });
 /// assert_eq!(total, 10);
 /// ```
+#[track_caller]
 pub fn scope<'env, F, R>(f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,

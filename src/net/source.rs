@@ -58,12 +58,14 @@ impl<S: Source + AsRawFd> IoSource<S> {
 
     /// Run the non-blocking `op` until it does not say `WouldBlock`,
     /// waiting for readiness `d` in between, up to the direction's timeout.
+    #[track_caller]
     pub(crate) fn do_io<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         let timeout = self.timeout(d);
         self.do_io_until(d, timeout.and_then(|t| Instant::now().checked_add(t)), timeout, &mut op)
     }
 
     /// `do_io` with an explicit deadline (`None`: wait forever).
+    #[track_caller]
     pub(crate) fn do_io_until<R>(
         &self,
         d: Dir,
@@ -119,6 +121,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     fn fiber_loop<R>(
         &self,
         reg: &Registration,
@@ -152,7 +155,11 @@ impl<S: Source + AsRawFd> IoSource<S> {
                 // while the reference is used.
                 unsafe { (*w).add_timer(dl, task.clone()) };
             }
-            crate::fiber::set_wait_reason(wait_kind::IO, reg.io_addr());
+            let kind = match d {
+                Dir::Read => wait_kind::IO,
+                Dir::Write => wait_kind::IO_WRITE,
+            };
+            crate::fiber::set_wait_reason(kind, reg.io_addr());
             crate::fiber::park_current();
             if deadline.is_some() {
                 task.timed_wait_over();

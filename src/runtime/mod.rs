@@ -43,6 +43,11 @@
 pub(crate) mod idle;
 pub(crate) mod wake_slot;
 pub(crate) mod shared;
+pub(crate) mod dump;
+pub(crate) mod monitor;
+
+pub use dump::{Dump, FiberDump, FiberState, Grouped, NodeDump, Wait, WaitKind, WorkerActivity, WorkerDump};
+pub use monitor::{StallReport, DEFAULT_STALL_THRESHOLD};
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]
@@ -94,6 +99,9 @@ pub struct Builder {
     stack_mode: StackMode,
     deadlock_detection: bool,
     strict_deadlock: bool,
+    stall_threshold: Option<std::time::Duration>,
+    on_stall: Option<monitor::StallHook>,
+    dump_signal: Option<i32>,
 }
 
 impl Default for Builder {
@@ -111,6 +119,9 @@ impl Default for Builder {
             stack_mode: StackMode::Guarded,
             deadlock_detection: true,
             strict_deadlock: false,
+            stall_threshold: Some(monitor::DEFAULT_STALL_THRESHOLD),
+            on_stall: None,
+            dump_signal: None,
         }
     }
 }
@@ -264,6 +275,62 @@ impl Builder {
         self
     }
 
+    /// How long a fiber may run without giving control back to its worker
+    /// before the stall monitor reports it (default
+    /// [`DEFAULT_STALL_THRESHOLD`], 50 ms); `None` turns the monitor off.
+    ///
+    /// The monitor is a thread per runtime that samples each worker's
+    /// switch counter every quarter threshold (nothing is added to the
+    /// switch path) and parks while every worker sleeps. A fiber over the
+    /// threshold is reported once per incident through
+    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
+    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
+    /// [`BuildErrorKind::ZeroStallThreshold`] error at [`build`](Self::build).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = numafiber::Runtime::builder().workers(1).stall_threshold(Some(Duration::from_millis(20))).build()?;
+    /// let quiet = numafiber::Runtime::builder().workers(1).stall_threshold(None).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Option<std::time::Duration>) -> Builder {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// What the stall monitor does with a [`StallReport`] (default: print
+    /// it to stderr). Runs on the monitor thread, once per incident; it may
+    /// take a [`Runtime::dump`] through a [`Handle`].
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder()
+    ///     .workers(1)
+    ///     .on_stall(|r| eprintln!("slow fiber {:?} on worker {}", r.fiber_id(), r.worker()))
+    ///     .build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Builder {
+        self.on_stall = Some(monitor::StallHook(Arc::new(hook)));
+        self
+    }
+
+    /// Print a dump of this runtime to stderr whenever the process gets
+    /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
+    /// then every fiber. The handler only writes a byte to a pipe; a
+    /// helper thread takes and prints the dump. Installing the handler
+    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
+    /// dump). A signal that cannot be caught is a
+    /// [`BuildErrorKind::Signal`] error at [`build`](Self::build).
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Builder {
+        self.dump_signal = Some(signal);
+        self
+    }
+
     /// Start the workers.
     ///
     /// # Errors
@@ -278,6 +345,17 @@ impl Builder {
         register_fork_handler();
         if self.name.contains('\0') {
             return Err(BuildError::new(BuildErrorKind::InvalidName(self.name)));
+        }
+        if self.stall_threshold == Some(std::time::Duration::ZERO) {
+            return Err(BuildError::new(BuildErrorKind::ZeroStallThreshold));
+        }
+        if let Some(sig) = self.dump_signal {
+            if !(1..=64).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                return Err(BuildError::new(BuildErrorKind::Signal {
+                    signal: sig,
+                    reason: "not a signal a handler can catch".into(),
+                }));
+            }
         }
         match crate::fiber::stack::check_size(self.stack_size, self.stack_mode) {
             Ok(()) => {}
@@ -344,6 +422,7 @@ impl Builder {
                 poll_flag: crate::reactor::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
                 published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
+                insight: Default::default(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -416,6 +495,20 @@ impl Builder {
             return Err(BuildError::new(kind));
         }
         crate::sync::deadlock::register_runtime(&rt.shared);
+        let _ = rt.shared.insight.name.set(self.name.clone());
+        if let Some(sig) = self.dump_signal {
+            if let Err(e) = dump::signal::watch(&rt.shared, sig) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::Signal { signal: sig, reason: e.to_string() }));
+            }
+        }
+        if let Some(threshold) = self.stall_threshold {
+            let hook = self.on_stall.clone().unwrap_or_else(monitor::StallHook::stderr);
+            if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
+            }
+        }
         Ok(rt)
     }
 }
@@ -598,6 +691,7 @@ impl Runtime {
     /// let h = rt.spawn(|| 1 + 1);
     /// assert_eq!(h.join().unwrap(), 2);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -622,6 +716,35 @@ impl Runtime {
     /// ```
     pub fn handle(&self) -> Handle {
         Handle { shared: self.shared.clone() }
+    }
+
+    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
+    /// see [`Dump`] for how to read it and what is a snapshot.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let d = rt.block_on(|| {
+    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
+    ///     fiber::yield_now(); // let it start and park
+    ///     let d = Runtime::dump_current();
+    ///     h.join().unwrap();
+    ///     d
+    /// });
+    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
+    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
+    }
+
+    /// [`Runtime::dump`] of the runtime running the calling fiber
+    /// (`Handle::current().dump()`).
+    ///
+    /// # Panics
+    /// Outside a fiber.
+    pub fn dump_current() -> Dump {
+        Handle::current().dump()
     }
 
     /// A snapshot of the runtime's counters.
@@ -859,6 +982,7 @@ impl Handle {
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
     /// assert_eq!(rt.handle().spawn(|| 1).join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -876,6 +1000,7 @@ impl Handle {
     /// let e = h.try_spawn(|| ()).unwrap_err();
     /// assert!(matches!(e.kind(), numafiber::SpawnErrorKind::ShuttingDown));
     /// ```
+    #[track_caller]
     pub fn try_spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, crate::SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -892,6 +1017,20 @@ impl Handle {
     /// ```
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
+    }
+
+    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
+    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
+    /// fibers still registered and no running ones.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
+    /// assert_eq!(d.workers().count(), 1);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

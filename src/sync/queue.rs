@@ -570,11 +570,15 @@ pub(crate) enum Outcome<P> {
 pub(crate) struct Reason {
     pub(crate) kind: u8,
     pub(crate) obj: u64,
+    /// The user call that waits (`#[track_caller]` from the public
+    /// waiting method down to here): shown by dumps.
+    pub(crate) site: &'static std::panic::Location<'static>,
 }
 
 impl Reason {
+    #[track_caller]
     pub(crate) fn new<T: ?Sized>(kind: u8, obj: &T) -> Reason {
-        Reason { kind, obj: obj as *const T as *const () as usize as u64 }
+        Reason { kind, obj: obj as *const T as *const () as usize as u64, site: std::panic::Location::caller() }
     }
 }
 
@@ -653,12 +657,13 @@ impl<S, P> WaitQueue<S, P> {
         // the accessors (a thread may still run a fiber being destroyed
         // outside any worker: the shutdown drain).
         let t = node.task();
+        let site = reason.site;
         let set_reason = |kind: u8, obj: u64| {
             if t.is_null() {
-                crate::fiber::set_wait_reason(kind, obj);
+                crate::fiber::set_wait_reason_at(kind, obj, site);
             } else {
                 // SAFETY: the waiting fiber's own task, alive while it runs.
-                crate::fiber::set_task_wait_reason(unsafe { &*t }, kind, obj);
+                crate::fiber::set_task_wait_reason_at(unsafe { &*t }, kind, obj, site);
             }
         };
         set_reason(reason.kind, reason.obj);

@@ -12,13 +12,18 @@
 
 use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use super::WorkerLocal;
 use crate::fiber::task::Task;
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
-    static CURRENT: Cell<*const Task> = const { Cell::new(ptr::null()) };
+    /// Atomic only so that an inspector on another thread may read it
+    /// (`runtime::dump::running`): every access here is a relaxed load or
+    /// store, the same plain moves a `Cell` compiles to (no swap: that
+    /// would be a locked instruction).
+    static CURRENT: AtomicPtr<Task> = const { AtomicPtr::new(ptr::null_mut()) };
 }
 
 /// The worker running on this thread, or null on other threads.
@@ -35,19 +40,23 @@ pub(crate) fn set_worker(p: *const WorkerLocal) {
 /// The fiber running on this thread, or null.
 #[inline(never)]
 pub(crate) fn current_task_ptr() -> *const Task {
-    CURRENT.with(|c| c.get())
+    CURRENT.with(|c| c.load(Relaxed))
 }
 
 /// Sets the current fiber and returns the previous one.
 #[inline(never)]
 pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
-    CURRENT.with(|c| c.replace(p))
+    CURRENT.with(|c| {
+        let prev = c.load(Relaxed);
+        c.store(p as *mut Task, Relaxed);
+        prev
+    })
 }
 
 /// This thread's worker and running fiber, in one call (`fiber::join`).
 #[inline(never)]
 pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
-    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.get()))
+    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.load(Relaxed)))
 }
 
 /// The address of this thread's `CURRENT` cell. Only for code that never
@@ -56,6 +65,6 @@ pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
 /// it around every resume, without a call per write. The address is valid
 /// for as long as the thread lives.
 #[inline(never)]
-pub(crate) fn current_task_slot() -> *const Cell<*const Task> {
-    CURRENT.with(|c| c as *const Cell<*const Task>)
+pub(crate) fn current_task_slot() -> *const AtomicPtr<Task> {
+    CURRENT.with(|c| c as *const AtomicPtr<Task>)
 }
