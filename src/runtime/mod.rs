@@ -503,6 +503,8 @@ impl Builder {
             }
         }
         if let Some(threshold) = self.stall_threshold {
+            // The coarse clock runs from now on (fibers' ages).
+            rt.shared.insight.tick();
             let hook = self.on_stall.clone().unwrap_or_else(monitor::StallHook::stderr);
             if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
                 drop(rt);

@@ -22,6 +22,8 @@ pub(super) fn fill(fibers: &mut [FiberDump], tasks: &[TaskRef], mode: crate::fib
         if lo == 0 {
             continue;
         }
+        // A guarded stack's recorded low end is its guard page's.
+        let lo = if mode == crate::fiber::stack::StackMode::Guarded { lo + page } else { lo };
         let Some(len) = crate::fiber::stack::usable_len(t.stack_size, mode) else { continue };
         // Unguarded slab stacks need not start on a page.
         let top = lo + len;
