@@ -635,6 +635,7 @@ impl Runtime {
     /// rt.block_on(|| local.push(4));
     /// assert_eq!(local, [1, 2, 3, 4]);
     /// ```
+    #[track_caller]
     pub fn block_on<'a, F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'a,

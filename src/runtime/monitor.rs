@@ -135,7 +135,7 @@ impl fmt::Display for StallReport {
         }
         write!(
             f,
-            " has run for {} on worker {} (node {}, cpu {}) without giving control back (threshold {}); \
+            " has been running for {} on worker {} (node {}, cpu {}) without giving control back (threshold {}); \
              the fibers queued on that worker go to other workers. Call fiber::yield_now() in long loops, \
              and wrap blocking calls in fiber::block_in_place.",
             Secs(self.running_for),
