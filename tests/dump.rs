@@ -345,3 +345,53 @@ fn a_dump_shows_the_held_worker() {
     let text = d.to_string();
     assert!(text.contains("[held]") && text.contains("\"spinner\" [running"), "{text}");
 }
+
+/// Boost.Fiber's pattern: a child spins on `try_lock` (which never
+/// yields) while its parent, holding the lock, sleeps. On 2 workers it
+/// must complete through the monitor alone: the spinner holds one worker,
+/// the monitor wakes the other, which must then fire the parent's timer.
+/// When the child runs on the worker whose heap holds that timer, the
+/// timer fires only once timers of a held worker can fire on another
+/// worker (not yet: a worker's timer heap is its own).
+#[test]
+#[ignore = "needs a held worker's timers to fire on another worker"]
+fn spin_on_try_lock_completes_on_two_workers() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .stall_threshold(Some(Duration::from_millis(20)))
+        .on_stall(|_| {})
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = rt.handle();
+    std::thread::spawn(move || {
+        let r = h.spawn(|| {
+            let m = Arc::new(Mutex::new(0u32));
+            let g = m.lock();
+            let m2 = m.clone();
+            let child = fiber::spawn(move || loop {
+                if let Some(mut g) = m2.try_lock() {
+                    *g += 1;
+                    return;
+                }
+            });
+            fiber::sleep(Duration::from_millis(50));
+            drop(g);
+            child.join().unwrap();
+            let v = *m.lock();
+            v
+        });
+        let _ = tx.send(r.join().unwrap());
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(v) => assert_eq!(v, 1),
+        Err(_) => {
+            let d = rt.dump();
+            // The spinner never ends: dropping the runtime would wait for
+            // it for ever.
+            std::mem::forget(rt);
+            panic!("the spin-on-try_lock pattern hung:\n{}\n{d}", d.grouped());
+        }
+    }
+}
