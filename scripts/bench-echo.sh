@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench-echo.sh - TCP echo, 64-byte messages, at 100 and 1,000 connections:
 # numafiber (examples/echo_server) against may::net, tokio, Go and a
-# std::thread-per-connection server (examples/echo_peers,
-# benches/peers/go/echo). The same numafiber echo_client drives every
+# std::thread-per-connection server (peers/examples/echo_peers.rs,
+# peers/go/echo). The same numafiber echo_client drives every
 # server; it prints requests/s and p50/p99. Then the memory of 10,000 idle
 # connections on the numafiber server (VmRSS before/after).
 #
@@ -23,11 +23,12 @@ SIZE=64
 OUT=target/bench-echo
 mkdir -p "$OUT"
 
-cargo build --release --example echo_server --example echo_client --example echo_peers -q || exit 1
-BIN=target/release/examples
+cargo build --release --example echo_server --example echo_client -q || exit 1
+cargo build --release -p numafiber-peers --example echo_peers -q || exit 1
+BIN=${CARGO_TARGET_DIR:-target}/release/examples
 GO=""
 if need_go; then
-    (cd benches/peers/go/echo && GO111MODULE=off GOFLAGS= go build -o "../../../../$OUT/go_echo" .) && GO="$OUT/go_echo"
+    (cd peers/go/echo && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_echo" .) && GO="$OUT/go_echo"
 fi
 
 PIDS=()

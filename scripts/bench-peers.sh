@@ -5,13 +5,13 @@
 #   scripts/bench-peers.sh            # one round, ~5 minutes
 #   ROUNDS=3 scripts/bench-peers.sh   # three rounds, median ratio per row
 #
-# Builds the peer programs (benches/peers/go/<name>/main.go,
-# benches/peers/boost/<name>.cpp) into target/peers/, installing golang-go
+# Builds the peer programs (peers/go/<name>/main.go,
+# peers/boost/<name>.cpp) into target/peers/, installing golang-go
 # and libboost-fiber-dev when missing or skipping that peer with a message
 # (scripts/peers-lib.sh). Each round runs the criterion benches (switch,
 # spawn_join, the ping_pong group of sync, fib30_no_cutoff of fib), then
 # every peer program in the same shape, then the start-up probe
-# (asm-notes/yield_count.rs startup / rayon_startup, fresh processes), and
+# (peers/examples/yield_count.rs startup / rayon_startup, fresh processes), and
 # prints a table of per-operation times and ratios numafiber / peer from
 # that round. Wall-clock figures move with the machine's load: compare
 # ratios from one round, and repeat.
@@ -28,32 +28,32 @@ CRIT=(--warm-up-time 1 --measurement-time ${MEASURE_SECS:-3} --noplot)
 have_go=0
 if need_go; then
     for p in yield spawn_join ping_pong fib; do
-        (cd "benches/peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../../$OUT/go_$p" .)
+        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .)
     done
     have_go=1
 fi
 have_boost=0
 if need_boost_fiber; then
     for p in yield spawn_join ping_pong fib; do
-        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "benches/peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
+        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
     done
     have_boost=1
 fi
-cargo build --release --example yield_count -q
-cargo bench --no-run -q --bench switch --bench spawn_join --bench sync --bench fib 2>/dev/null || \
-    cargo bench --no-run --bench switch --bench spawn_join --bench sync --bench fib
+cargo build --release -p numafiber-peers --example yield_count -q
+cargo bench -p numafiber-peers --no-run -q --bench switch --bench spawn_join --bench sync --bench fib 2>/dev/null || \
+    cargo bench -p numafiber-peers --no-run --bench switch --bench spawn_join --bench sync --bench fib
 
 for round in $(seq 1 "$ROUNDS"); do
     R="$OUT/round$round.txt"
     : > "$R"
     echo "== round $round of $ROUNDS: criterion benches" >&2
-    cargo bench -q --bench switch -- "${CRIT[@]}" >&2
-    cargo bench -q --bench spawn_join -- "${CRIT[@]}" >&2
-    cargo bench -q --bench sync -- "^ping_pong/" "${CRIT[@]}" >&2
-    cargo bench -q --bench fib -- fib30_no_cutoff "${CRIT[@]}" >&2
+    cargo bench -p numafiber-peers -q --bench switch -- "${CRIT[@]}" >&2
+    cargo bench -p numafiber-peers -q --bench spawn_join -- "${CRIT[@]}" >&2
+    cargo bench -p numafiber-peers -q --bench sync -- "^ping_pong/" "${CRIT[@]}" >&2
+    cargo bench -p numafiber-peers -q --bench fib -- fib30_no_cutoff "${CRIT[@]}" >&2
     python3 - "$R" <<'PY'
 import json, os, sys
-base = "target/criterion"
+base = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "criterion")
 rows = {
     "nf_yield_1w": ("yield_round_trip/numafiber_yield_now", 1),
     "raw_yield": ("yield_round_trip/corosensei_resume_suspend", 1),
@@ -111,7 +111,7 @@ PY
     for m in startup rayon_startup; do
         vals=()
         for _ in $(seq 11); do
-            vals+=("$(target/release/examples/yield_count $m 1 | awk '{print $(NF-7)}')")
+            vals+=("$(${CARGO_TARGET_DIR:-target}/release/examples/yield_count $m 1 | awk '{print $(NF-7)}')")
         done
         med=$(printf '%s\n' "${vals[@]}" | sort -g | sed -n 6p)
         # microseconds -> ns like every other row

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-skynet.sh - skynet (1,000,000 leaves, 1,111,111 fibers) with DEFAULT
-# settings: numafiber (examples/skynet.rs: Runtime::builder().workers(W)),
-# Go (benches/peers/go/skynet, GOMAXPROCS=W) and may (default config, W
+# settings: numafiber (peers/examples/skynet.rs: Runtime::builder().workers(W)),
+# Go (peers/go/skynet, GOMAXPROCS=W) and may (default config, W
 # workers), on 1 and 2 workers; numafiber_wf is numafiber with
 # PolicyOptions::work_first (the one non-default setting, for comparison);
 # numafiber_local spawns every child with fiber::Builder::local(true)
@@ -25,11 +25,11 @@ OUT=${OUT:-target/bench-skynet}
 mkdir -p "$OUT"
 . scripts/peers-lib.sh
 
-cargo build --release --example skynet >&2
-BIN=target/release/examples/skynet
+cargo build --release -p numafiber-peers --example skynet >&2
+BIN=${CARGO_TARGET_DIR:-target}/release/examples/skynet
 GO=""
 if need_go; then
-    (cd benches/peers/go/skynet && GO111MODULE=off go build -o "../../../../$OUT/skynet_go" main.go) && GO="$OUT/skynet_go"
+    (cd peers/go/skynet && GO111MODULE=off go build -o "../../../$OUT/skynet_go" main.go) && GO="$OUT/skynet_go"
 fi
 
 variants=("numafiber 1" "numafiber 2" "numafiber_wf 1" "numafiber_wf 2" "numafiber_local 1" "numafiber_local 2" "may 1" "may 2")

@@ -24,8 +24,8 @@ ROUNDS=${1:-7}
 BASE=${2:-}
 case "$ROUNDS" in ''|*[!0-9]*) echo "ROUNDS must be a positive integer" >&2; exit 2;; esac
 if [ -n "$BASE" ] && [ ! -x "$BASE" ]; then echo "$BASE is not an executable yield_count build" >&2; exit 2; fi
-cargo build --release --example yield_count >/dev/null 2>&1 || cargo build --release --example yield_count
-NEW=target/release/examples/yield_count
+cargo build --release -p numafiber-peers --example yield_count >/dev/null 2>&1 || cargo build --release -p numafiber-peers --example yield_count
+NEW=${CARGO_TARGET_DIR:-target}/release/examples/yield_count
 BL=hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

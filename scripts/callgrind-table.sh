@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # callgrind-table.sh - the per-operation instruction and locked-instruction
-# table of issue 15 in one command: numafiber (asm-notes/yield_count.rs, one
+# table of issue 15 in one command: numafiber (peers/examples/yield_count.rs, one
 # worker), raw corosensei, rayon::join, Go and Boost.Fiber (one worker /
 # GOMAXPROCS=1), each through scripts/callgrind-ops.sh (two runs differing
 # only in the op count, so start-up and shutdown cancel out). These counts do
@@ -19,19 +19,19 @@ command -v valgrind >/dev/null || { echo "callgrind-table: valgrind is not insta
 
 OUT=target/peers
 mkdir -p "$OUT"
-cargo build --release --example yield_count -q
-Y=target/release/examples/yield_count
+cargo build --release -p numafiber-peers --example yield_count -q
+Y=${CARGO_TARGET_DIR:-target}/release/examples/yield_count
 have_go=0
 if need_go; then
     for p in yield spawn_join ping_pong; do
-        (cd "benches/peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../../$OUT/go_$p" .)
+        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .)
     done
     have_go=1
 fi
 have_boost=0
 if need_boost_fiber; then
     for p in yield spawn_join ping_pong; do
-        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "benches/peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
+        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
     done
     have_boost=1
 fi

@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { ${SUDO:-} apt-get install -y -qq valgrind >/dev/null; }
 cargo build --release --example memcheck_stress
-valgrind --tool=memcheck --error-exitcode=99 target/release/examples/memcheck_stress 2>&1 | tail -n 4
+valgrind --tool=memcheck --error-exitcode=99 ${CARGO_TARGET_DIR:-target}/release/examples/memcheck_stress 2>&1 | tail -n 4

@@ -6,11 +6,11 @@
 # skips that peer and says so, it never fails the whole bench.
 #
 #   . scripts/peers-lib.sh
-#   if need_go; then go build -o "$OUT/skynet_go" benches/peers/go/skynet; fi
+#   if need_go; then go build -o "$OUT/skynet_go" peers/go/skynet; fi
 #   if need_boost_fiber; then g++ -O2 ... -lboost_fiber -lboost_context; fi
 #
-# Peer programs live in benches/peers/go/<name>/main.go and
-# benches/peers/boost/<name>.cpp, each in the same shape as the Rust bench
+# Peer programs live in peers/go/<name>/main.go and
+# peers/boost/<name>.cpp, each in the same shape as the Rust bench
 # it is compared with.
 
 _peers_sudo() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # spawn-join-wall.sh - a short wall-clock run of just spawn + join on 1 and
-# 2 workers, numafiber (asm-notes/yield_count.rs `spawn` / `spawn2`,
+# 2 workers, numafiber (peers/examples/yield_count.rs `spawn` / `spawn2`,
 # Policy::RandomSteal) against Go and Boost.Fiber in the same rounds
 # (issue 15). Much lighter than scripts/bench-peers.sh: about 30 s.
 #
@@ -19,11 +19,11 @@ BASE=${2:-}
 case "$ROUNDS" in ''|*[!0-9]*) echo "ROUNDS must be a positive integer" >&2; exit 2;; esac
 OUT=target/peers
 mkdir -p "$OUT"
-cargo build --release --example yield_count -q
-Y=target/release/examples/yield_count
+cargo build --release -p numafiber-peers --example yield_count -q
+Y=${CARGO_TARGET_DIR:-target}/release/examples/yield_count
 have_go=0; have_boost=0
-if need_go; then (cd benches/peers/go/spawn_join && GO111MODULE=off GOFLAGS= go build -o ../../../../$OUT/go_spawn_join .); have_go=1; fi
-if need_boost_fiber; then g++ -O2 -std=c++17 -o "$OUT/boost_spawn_join" benches/peers/boost/spawn_join.cpp -lboost_fiber -lboost_context -pthread; have_boost=1; fi
+if need_go; then (cd peers/go/spawn_join && GO111MODULE=off GOFLAGS= go build -o ../../../$OUT/go_spawn_join .); have_go=1; fi
+if need_boost_fiber; then g++ -O2 -std=c++17 -o "$OUT/boost_spawn_join" peers/boost/spawn_join.cpp -lboost_fiber -lboost_context -pthread; have_boost=1; fi
 t() { local s e; s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo $((e - s)); }
 per() { local a b; a=$(t "$@" 200000); b=$(t "$@" 600000); awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 400000 }'; }
 log=$(mktemp)

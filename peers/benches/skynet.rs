@@ -19,7 +19,7 @@
 //! whose probe fails (crash, exhausted `vm.max_map_count`) is reported as
 //! FAILED and left out of the criterion group.
 //!
-//! Run: `cargo bench --bench skynet`
+//! Run: `cargo bench -p numafiber-peers --bench skynet`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! stacks; only in the cutoff variant, because without a cutoff may runs
 //! out of memory mappings (see `fib`). All use the machine's 2 cores.
 //!
-//! Run: `cargo bench --bench fib`
+//! Run: `cargo bench -p numafiber-peers --bench fib`
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -4,10 +4,10 @@
 //! opens N idle connections for the memory-per-connection figure.
 //!
 //! ```text
-//! cargo run --release --example echo_peers -- may     ADDR WORKERS  # may::net, one coroutine per connection
-//! cargo run --release --example echo_peers -- tokio   ADDR WORKERS  # tokio multi-thread runtime, one task per connection
-//! cargo run --release --example echo_peers -- threads ADDR          # std::net, one OS thread per connection
-//! cargo run --release --example echo_peers -- hold    ADDR N SECS   # N idle connections (one echo each), held SECS seconds
+//! cargo run --release -p numafiber-peers --example echo_peers -- may     ADDR WORKERS  # may::net, one coroutine per connection
+//! cargo run --release -p numafiber-peers --example echo_peers -- tokio   ADDR WORKERS  # tokio multi-thread runtime, one task per connection
+//! cargo run --release -p numafiber-peers --example echo_peers -- threads ADDR          # std::net, one OS thread per connection
+//! cargo run --release -p numafiber-peers --example echo_peers -- hold    ADDR N SECS   # N idle connections (one echo each), held SECS seconds
 //! ```
 //! The servers run until killed.
 
@@ -67,7 +67,6 @@ fn may_server(addr: &str, workers: usize) {
     let _ = h.join();
 }
 
-#[cfg(not(loom))]
 fn tokio_server(addr: &str, workers: usize) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -96,11 +95,6 @@ fn tokio_server(addr: &str, workers: usize) {
             });
         }
     })
-}
-
-#[cfg(loom)]
-fn tokio_server(_: &str, _: usize) {
-    fail("tokio is not available under --cfg loom")
 }
 
 fn thread_server(addr: &str) {

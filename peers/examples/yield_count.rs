@@ -1,4 +1,4 @@
-//! Instruction-count driver for `asm-notes/README.md`.
+//! Instruction-count driver for `asm-notes/README.md` (in the repository root).
 //!
 //! `yield_count numafiber N`: two fibers on ONE worker ping-pong through
 //! `fiber::yield_now`, N yields in total.

@@ -13,7 +13,7 @@
 //! Policy: `Policy::RandomSteal` (the other thesis policies are stubs with
 //! the same behaviour for now); with one worker nothing is ever stolen.
 //!
-//! Run: `cargo bench --bench switch`
+//! Run: `cargo bench -p numafiber-peers --bench switch`
 
 #![allow(clippy::unit_arg)] // black_box(()) on purpose: keep the switch from being optimised out
 use std::hint::black_box;

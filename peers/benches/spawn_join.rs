@@ -12,7 +12,7 @@
 //! Policy: `Policy::RandomSteal` (the other thesis policies are stubs with
 //! the same behaviour for now).
 //!
-//! Run: `cargo bench --bench spawn_join`
+//! Run: `cargo bench -p numafiber-peers --bench spawn_join`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

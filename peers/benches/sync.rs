@@ -1,6 +1,6 @@
 //! `numafiber::sync` against `std::sync`, `may` and `crossbeam-channel`.
 //!
-//! `cargo bench --bench sync` (about a minute). Every runtime has 2 workers:
+//! `cargo bench -p numafiber-peers --bench sync` (about a minute). Every runtime has 2 workers:
 //! numafiber with `Policy::RandomSteal`, may with `set_workers(2)`.
 
 use std::hint::black_box;
@@ -202,7 +202,7 @@ fn channel_ping_pong(c: &mut Criterion) {
 const PP_ROUNDS: u64 = 1000;
 
 /// Channel ping-pong at capacity 0 (rendezvous) and 1, on 1 and 2 workers:
-/// the peer of `benches/peers/{go/ping_pong,boost/ping_pong.cpp}` (same
+/// the peer of `peers/{go/ping_pong,boost/ping_pong.cpp}` (same
 /// shape: the timed fiber sends a counter, a partner sends it back plus
 /// one). One criterion iteration is `PP_ROUNDS` round trips; the bench
 /// script divides. `scripts/bench-peers.sh` runs this group beside Go and
