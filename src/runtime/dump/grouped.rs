@@ -8,12 +8,12 @@ use std::panic::Location;
 use super::{Dump, FiberState, WaitKind};
 
 /// Most groups printed; the rest are summed on one line.
-pub const MAX_GROUPS: usize = 60;
+pub(crate) const MAX_GROUPS: usize = 60;
 
 /// [`Dump::grouped`]: fibers by state, wait and call site, with counts.
 ///
 /// Each line reads `COUNT fibers STATE[: WAIT] [waiting at SITE]
-/// [spawned at SITE]`, largest group first; at most [`MAX_GROUPS`] groups
+/// [spawned at SITE]`, largest group first; at most 60 groups
 /// are printed, so the form stays under 70 lines for any number of fibers.
 pub struct Grouped<'a> {
     dump: &'a Dump,
@@ -53,7 +53,7 @@ impl<'a> Grouped<'a> {
         v
     }
 
-    /// Number of groups (before the [`MAX_GROUPS`] cut).
+    /// Number of groups (before the cut at 60).
     pub fn len(&self) -> usize {
         self.groups().len()
     }

@@ -373,7 +373,7 @@ impl Dump {
     }
 
     /// The fibers folded by state, wait and call site, largest groups
-    /// first, with counts; at most [`grouped::MAX_GROUPS`](Grouped) lines
+    /// first, with counts; at most 60 lines
     /// of groups however many fibers there are.
     ///
     /// ```

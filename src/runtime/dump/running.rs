@@ -74,7 +74,7 @@ impl WorkerInsight {
     #[inline(always)]
     pub(crate) fn wait_unprotected(&self, t: *const Task) {
         compiler_fence(SeqCst);
-        if self.hazard.load(Acquire) as *const Task == t {
+        if std::ptr::eq(self.hazard.load(Acquire), t) {
             self.wait_slow(t);
         }
     }
@@ -82,7 +82,7 @@ impl WorkerInsight {
     #[cold]
     #[inline(never)]
     fn wait_slow(&self, t: *const Task) {
-        while self.hazard.load(Acquire) as *const Task == t {
+        while std::ptr::eq(self.hazard.load(Acquire), t) {
             std::hint::spin_loop();
         }
     }
