@@ -833,6 +833,7 @@ impl Runtime {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.shared.insight.monitor.join();
         drain(&self.shared);
     }
 }

@@ -46,6 +46,10 @@ pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(50);
 /// Longest park of an idle monitor (it is unparked by any worker waking).
 const IDLE_PARK: Duration = Duration::from_secs(60);
 
+/// The monitor thread's stack: it samples counters and runs the stall
+/// hook (user code that prints or takes a dump).
+const MONITOR_STACK: usize = 256 << 10;
+
 /// A fiber ran longer than the stall threshold without giving control back
 /// to its worker. Given to the [`Builder::on_stall`](crate::Builder::on_stall)
 /// hook once per incident; its `Display` is what the default hook prints.
@@ -169,6 +173,9 @@ impl StallHook {
 pub(crate) struct MonitorShared {
     thread: OnceLock<Thread>,
     parked: AtomicBool,
+    /// Joined by `Runtime::shutdown` (so a program that builds and drops
+    /// runtimes in a loop does not pile up exiting monitor threads).
+    handle: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl MonitorShared {
@@ -188,6 +195,15 @@ impl MonitorShared {
     pub(crate) fn unpark(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
+        }
+    }
+
+    /// Shutdown, after `Shared::shutdown` is set and the monitor unparked:
+    /// wait for the monitor thread to exit (it does at its next sample).
+    pub(crate) fn join(&self) {
+        let h = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = h {
+            let _ = h.join();
         }
     }
 }
@@ -211,13 +227,15 @@ pub(crate) fn internal_thread_started() {
 pub(crate) fn start(shared: &Arc<Shared>, threshold: Duration, hook: StallHook) -> std::io::Result<()> {
     let weak = Arc::downgrade(shared);
     INTERNAL_THREADS.fetch_add(1, SeqCst);
-    let r = std::thread::Builder::new().name("numafiber-monitor".into()).spawn(move || {
+    let r = std::thread::Builder::new().name("numafiber-monitor".into()).stack_size(MONITOR_STACK).spawn(move || {
         run(weak, threshold, hook);
         INTERNAL_THREADS.fetch_sub(1, SeqCst);
     });
     match r {
         Ok(h) => {
-            let _ = shared.insight.monitor.thread.set(h.thread().clone());
+            let mon = &shared.insight.monitor;
+            let _ = mon.thread.set(h.thread().clone());
+            *mon.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
             Ok(())
         }
         Err(e) => {
@@ -269,7 +287,8 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
             (hook.0)(r);
         }
         drop(shared);
-        std::thread::sleep(period);
+        // A park, so that shutdown's unpark ends the wait at once.
+        std::thread::park_timeout(period);
     }
 }
 
