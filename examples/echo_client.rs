@@ -6,6 +6,9 @@
 //! ```
 //! Defaults: N=100, M=1000, S=64. Every echoed byte is checked.
 
+#[path = "common/timing_note.rs"]
+mod timing_note;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -88,4 +91,5 @@ fn main() {
         q(0.99),
         elapsed
     );
+    timing_note::print();
 }

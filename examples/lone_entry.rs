@@ -16,6 +16,9 @@
 //! Usage: `lone_entry [spawn|pipe|onebusy] [rounds]` (default: spawn and
 //! pipe, 3 rounds).
 
+#[path = "common/timing_note.rs"]
+mod timing_note;
+
 use std::time::{Duration, Instant};
 
 use numafiber::{fiber, Runtime};
@@ -74,4 +77,5 @@ fn main() {
             println!("onebusy: one fiber computing: {:.0} ms", ms(t));
         }
     }
+    timing_note::print();
 }

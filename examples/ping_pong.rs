@@ -3,6 +3,9 @@
 //!
 //! `cargo run --release --example ping_pong -- [ROUNDS]`
 
+#[path = "common/timing_note.rs"]
+mod timing_note;
+
 use std::time::Instant;
 
 use numafiber::{fiber, Runtime};
@@ -19,4 +22,5 @@ fn main() {
         t.elapsed()
     });
     println!("{rounds} rounds x 2 fibers: {elapsed:?}; {:.1} ns per yield", elapsed.as_nanos() as f64 / (2 * rounds) as f64);
+    timing_note::print();
 }

@@ -17,6 +17,9 @@
 //! (the paper pre-inserted its nodes). Serial versions run the same
 //! traversals on one thread with plain counters, no locks, no atomics.
 
+#[path = "common/timing_note.rs"]
+mod timing_note;
+
 #[path = "graph_common/dag.rs"]
 mod dag;
 
@@ -112,4 +115,5 @@ fn main() {
             );
         }
     }
+    timing_note::print();
 }

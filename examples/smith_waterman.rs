@@ -12,6 +12,9 @@
 //! `--workers W`, `--quick` (N=300, reps 1).
 //! Runtime: `Policy::RandomSteal` on W workers (default 2).
 
+#[path = "common/timing_note.rs"]
+mod timing_note;
+
 #[path = "graph_common/sw.rs"]
 mod sw;
 
@@ -109,4 +112,5 @@ fn main() {
             run(&rt, n, b, reps);
         }
     }
+    timing_note::print();
 }

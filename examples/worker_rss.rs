@@ -1,6 +1,6 @@
 //! Resident memory per worker thread: build a runtime of N workers, make
 //! every worker steal (4 x N short fibers spawned from one fiber), let it
-//! settle, and print the growth of `VmRSS` divided by N (issue 12 item 9).
+//! settle, and print the growth of `VmRSS` divided by N.
 //!
 //! ```text
 //! cargo build --release --example worker_rss

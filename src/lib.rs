@@ -25,25 +25,41 @@
 //! # Ok::<(), numafiber::BuildError>(())
 //! ```
 //!
-//! ## Pieces
+//! ## Modules
 //!
-//! * [`Runtime`]: workers (one per PU by default, pinned with hwloc),
-//!   [`Runtime::block_on`], [`Runtime::spawn`], [`Runtime::stats`], shutdown
-//!   on drop.
-//! * [`fiber`]: `spawn`, `yield_now`, `await_fiber`, `join` (fork-join),
-//!   `when_all`, `when_any`, `scope`, `sleep`, `spawn_pinned`, `current`,
-//!   `JoinSet` (results in finishing order), `Builder::eager`.
-//! * [`runtime::Handle`]: `Runtime::handle()`, `Handle::current()`,
-//!   `Handle::spawn` from any thread.
+//! * [`runtime`]: [`Runtime`] and its [`Builder`]
+//!   (workers, one per PU by default, pinned with hwloc; topology; policy;
+//!   stack size), [`Runtime::block_on`], [`Runtime::spawn`] from plain
+//!   threads, [`Runtime::stats`], [`Runtime::shutdown`] (also on drop), and
+//!   [`runtime::Handle`] to spawn from anywhere.
+//! * [`fiber`]: `spawn`, `spawn_pinned`, `yield_now`, `await_fiber`,
+//!   `join` (fork-join), `when_all`, `when_any`, `scope`, `sleep`,
+//!   `current`, [`JoinSet`](fiber::JoinSet) (results in finishing order),
+//!   [`Builder`](fiber::Builder) (name, stack size, node, worker, `local`,
+//!   `eager`), and [`spawn_blocking`](fiber::spawn_blocking), which runs a
+//!   blocking call on a helper thread while the fiber parks.
 //! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
-//!   `WaitGroup`, `Event`, `AutoResetEvent`, `oneshot` (promise/future),
-//!   channels; they park the fiber, not the thread, and work from plain
-//!   threads too.
-//! * [`Policy`]: `RoundRobin`, `RandomSteal`, `NumaSteal`, `LoadSteal`,
-//!   `HybridSteal` (NLLASS), `Nlh` (default); [`policy`] has them as pure
-//!   functions, which [`sim`] reuses to simulate machines we do not have.
-//! * [`Topology`]: detected with hwloc, or synthetic, XML, uniform.
-//! * [`graph`]: NABBIT task graphs, static and dynamic.
+//!   `WaitGroup`, `Event`, `AutoResetEvent`, [`oneshot`](fn@sync::oneshot)
+//!   (promise and future) and [`sync::channel`] (bounded, rendezvous,
+//!   unbounded); they park the fiber, not the thread, and work from plain
+//!   threads too. `block_on` reports deadlocks Go-style.
+//! * [`net`]: `TcpListener`, `TcpStream`, `UdpSocket` with std's shapes; a
+//!   blocked call parks the fiber on the runtime's reactor, and on a plain
+//!   thread they behave like std.
+//! * [`graph`]: NABBIT task graphs, static (dependencies known up front) and
+//!   dynamic (nodes discovered through keys).
+//! * [`policy`]: [`Policy`] (`RoundRobin`, `RandomSteal`, `NumaSteal`,
+//!   `LoadSteal`, `HybridSteal`, `Nlh`, the default) and [`PolicyOptions`]
+//!   (the switches beyond the thesis), and the schedulers as pure functions
+//!   over a snapshot of the queues.
+//! * [`topology`]: [`Topology`], detected with hwloc, or synthetic, XML or
+//!   uniform, with NUMA distances; the process' CPU affinity.
+//! * [`sim`]: a deterministic simulator that runs the same policy code on
+//!   machines you do not have.
+//!
+//! Which policy suits which workload, and what every operation costs against
+//! Go, Boost.Fiber, rayon, may and tokio, is in the repository's
+//! `BENCHMARKS.md`.
 //!
 //! ## Stacks
 //!
@@ -61,6 +77,9 @@
 //!
 //! * Scheduling is cooperative: a fiber that never yields, parks or returns
 //!   keeps its worker (and shutdown waits for it).
+//! * A blocking OS call inside a fiber (file I/O, `std::net`, a C library)
+//!   blocks its worker thread: wrap long ones in [`fiber::spawn_blocking`],
+//!   and use [`net`] for sockets.
 //! * A fiber may resume on another worker after any suspension point: do not
 //!   hold `thread_local!` references across one; use [`fiber::spawn_pinned`]
 //!   for thread-affine work (see [`fiber`], "Thread-locals and migration").
@@ -92,15 +111,13 @@ pub(crate) mod loom;
 pub mod graph;
 pub mod policy;
 pub mod net;
-pub(crate) mod reactor;
 pub mod runtime;
 pub mod sim;
 pub mod sync;
 pub mod topology;
-mod worker;
 
-/// Thin public wrappers around the protocol code, for the loom models in
-/// `tests/loom.rs` only (built with `RUSTFLAGS="--cfg loom"`).
+/// Thin public wrappers around the protocol code, for the project's loom
+/// models only (built with `RUSTFLAGS="--cfg loom"`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub use crate::loom::model as __loom;

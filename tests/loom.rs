@@ -987,7 +987,7 @@ fn latch_cancel_vs_wait() {
 }
 
 // ---------------------------------------------------------------------
-// Reactor: the driver hand-off (src/reactor/README.md)
+// Reactor: the driver hand-off (src/runtime/io/README.md)
 // ---------------------------------------------------------------------
 
 use numafiber::__loom::ReactorSet;

@@ -1,6 +1,6 @@
 //! Reclaim: a fiber that joins its own child which nobody has started yet
 //! runs it at once on its own worker (`JoinHandle::join`, protocol in
-//! `src/fiber/task.rs`, "Reclaim").
+//! `src/runtime/task/mod.rs`, "Reclaim").
 //!
 //! The deterministic tests keep worker 1 busy in a pinned fiber that spins
 //! without suspending, so that nothing can start a child placed in its

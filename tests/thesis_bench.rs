@@ -119,7 +119,7 @@ fn bad_input_is_a_usage_error() {
 /// The bound is the exact optimum of small cases worked by hand.
 #[test]
 fn units_bound_matches_hand_computed_optima() {
-    // Issue 16: 32 singles, 2 heavies of 100 on 2x1 imbalanced: one heavy
+    // The old defaults: 32 singles, 2 heavies of 100 on 2x1 imbalanced: one heavy
     // each, 24 singles on the fast worker, 8 (x3) on the slow one: 124.
     assert_eq!(bench::units_bound(&[true, false], 32, 2, 100, true), 124);
     // 64 singles, no thieves: T + T/3 >= 64 -> 48 (16 slow, 48 fast).
@@ -181,6 +181,26 @@ fn default_scenarios_print_a_verdict() {
     for want in ["units", "wall", "38.88%", "40.59%", "nlh CV"] {
         assert!(v.line.contains(want), "{want} missing: {}", v.line);
     }
+    // The same verdict in words: what was compared, which way is good, the thesis' figures.
+    for want in ["work units than round-robin", "38.88 %", "40.59 %", "coefficient of variation", "positive = smaller"] {
+        assert!(v.words.contains(want), "{want} missing: {}", v.words);
+    }
+    assert!(["met", "missed", "cannot tell"].iter().any(|w| v.words.contains(w)), "{}", v.words);
+    // The short answer: one row per policy and point, each non-baseline row
+    // judged against round-robin on units and on wall time.
+    for s in &rep.summaries {
+        let row = rep
+            .answer
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(s.variant) && l.contains(&format!("{:.1}", s.units_makespan)))
+            .unwrap_or_else(|| panic!("no answer row for {} {}:\n{}", s.scenario, s.variant, rep.answer));
+        let judged = ["better", "worse", "inside the noise"].iter().map(|w| row.matches(w).count()).sum::<usize>();
+        assert_eq!(judged, if s.variant == "rr" { 0 } else { 2 }, "{row}");
+    }
+    assert!(rep.answer.contains("best possible schedule 48 units"), "{}", rep.answer);
+    // The estimate came from a measured multiplication, not a constant.
+    assert!(rep.work_cost.mult_s > 0.0 && rep.work_cost.mult_s.is_finite(), "{:?}", rep.work_cost);
+    assert!(rep.estimate_s > 0.0 && rep.estimate_s.is_finite() && rep.elapsed_s > 0.0, "{} {}", rep.estimate_s, rep.elapsed_s);
     let file = std::fs::read_to_string(dir.join("verdict.txt")).unwrap();
     assert_eq!(file.trim_end(), v.line);
     let cal = rep.calibration.expect("calibrated");
@@ -189,4 +209,17 @@ fn default_scenarios_print_a_verdict() {
     let svg = std::fs::read_to_string(dir.join("default_units_wall.svg")).unwrap();
     assert!(svg.contains("unit makespan"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Better / worse / inside the noise: from the overlap of the two medians'
+/// intervals, and the direction of the medians (smaller is better).
+#[test]
+fn comparison_with_round_robin_follows_the_intervals() {
+    use bench::Compared;
+    assert_eq!(Compared::of(96.0, (96.0, 96.0), 50.0, (48.0, 51.0)), Compared::Better);
+    assert_eq!(Compared::of(50.0, (48.0, 51.0), 96.0, (96.0, 96.0)), Compared::Worse);
+    assert_eq!(Compared::of(0.72, (0.71, 0.74), 0.70, (0.58, 0.85)), Compared::Noise);
+    // Touching intervals cannot tell the two apart either.
+    assert_eq!(Compared::of(1.0, (0.9, 1.1), 1.2, (1.1, 1.3)), Compared::Noise);
+    assert_eq!(Compared::Noise.word(), "inside the noise");
 }

@@ -55,14 +55,20 @@ use numafiber::{fiber, Policy, PolicyOptions, Runtime, Topology};
 
 pub const USAGE_LINE: &str = "usage: thesis_bench [--policy all|NAME[,NAME..]] [--topology auto|detect|uniform:NxP|synthetic:DESC|xml:PATH] \
 [--workers N] [--mults N] [--thieves N] [--size N] [--heavy-mults N] [--runs N] [--imbalanced|--balanced|--both] \
-[--deterministic] [--no-sim] [--sweep none|queue|heavy|workers|all] [--out DIR] [--quick] [--help]";
+[--deterministic] [--no-sim] [--sweep none|queue|heavy|workers|all] [--out DIR] [--verbose] [--quick] [--help]";
 
 pub const USAGE: &str = "thesis_bench: the thesis' scheduler benchmark (section 5.1) on this machine or a described topology
 
 Without --mults/--thieves/--sweep it runs the default scenarios, where stealing matters
-(long queues, with and without thieves), prints one table a scenario, where the heavy
-fibers ran, the simulator's units for the same configurations and a verdict line against
-the thesis' 38.88 % (stealing vs round-robin) and 40.59 % (NLH's stability).
+(long queues, with and without thieves), and prints a short answer: per policy its work
+units and wall time against round-robin (better / worse / inside the noise), and a verdict
+against the thesis' 38.88 % (stealing vs round-robin) and 40.59 % (NLH's stability). Before
+it starts it prints an estimate of its running time, from one multiplication measured on
+every worker at once and the simulator's schedule of every run.
+
+A work unit is one matrix multiplication (3 units on node 0 of an imbalanced scenario);
+a run's units are the most any one worker executed: fewer is better. The machine's load
+moves units far less than wall times: on a loaded machine trust the units.
 
 options:
   --policy P        all (default) or a comma list of: rr, random, numa, load, hybrid, nlh,
@@ -84,7 +90,10 @@ options:
                     everything (no race for the round-robin counter)
   --no-sim          skip the latency calibration and the simulator comparison
   --sweep S         none (default) | queue | heavy | workers | all: reproduce figures 5.1-5.9
-  --out DIR         write summary.csv, runs.csv, verdict.txt and SVG figures into DIR
+  --out DIR         write summary.csv, runs.csv, verdict.txt and the SVG figures into DIR
+                    (nothing is written without it)
+  --verbose         also print the detailed tables (17 columns, with a legend), where the heavy
+                    fibers ran, each worker's CPU share and the simulator's units beside the real ones
   --quick           small sizes and a short sweep of everything, for CI
 ";
 
@@ -216,6 +225,8 @@ struct Settings {
     sim: bool,
     out: Option<PathBuf>,
     quick: bool,
+    /// Print the detailed tables too.
+    verbose: bool,
 }
 
 pub fn parse_num(flag: &str, v: Option<&String>, min: usize) -> Result<usize, CliError> {
@@ -257,6 +268,7 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
     let mut sweep_given = false;
     let mut out = None;
     let mut quick = false;
+    let mut verbose = false;
     let mut sim = true;
     let mut explicit = std::collections::HashSet::new();
     let mut it = args.iter();
@@ -304,6 +316,7 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
                 None => return usage("--out needs a directory"),
             },
             "--quick" => quick = true,
+            "-v" | "--verbose" => verbose = true,
             other => return usage(format!("unknown argument `{other}`")),
         }
         explicit.insert(a.clone());
@@ -350,7 +363,7 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
         // bound): the default scenarios are the imbalanced ones.
         balance = vec![true];
     }
-    Ok(Settings { base, runs, variants, topology, topology_note, balance, sweeps, default_scenarios, sim, out, quick })
+    Ok(Settings { base, runs, variants, topology, topology_note, balance, sweeps, default_scenarios, sim, out, quick, verbose })
 }
 
 pub fn check_writable(dir: &Path) -> Result<(), CliError> {
@@ -650,6 +663,24 @@ pub fn simulate_units(topology: &Topology, v: &Variant, p: Params, cal: &Calibra
         .collect()
 }
 
+/// Whether a `/proc/loadavg` triple's 1-minute average exceeds `limit`.
+fn load_is_high(load: &str, limit: f64) -> bool {
+    load.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()).is_some_and(|l| l > limit)
+}
+
+/// `4.2 s`, `42 s` or `3 min 5 s`.
+pub fn fmt_duration(s: f64) -> String {
+    if s < 9.95 {
+        return format!("{:.1} s", s.max(0.0));
+    }
+    let s = s.round() as u64;
+    if s < 60 {
+        format!("{s} s")
+    } else {
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Statistics.
 
@@ -945,6 +976,111 @@ pub fn print_table(rows: &[Summary]) {
     }
 }
 
+/// The legend of [`print_table`]'s columns (printed once, with `--verbose`).
+pub const TABLE_LEGEND: &str = "legend of the detailed tables (one row per policy, over the runs of one point):
+  median s         median wall time of one run, seconds
+  median interval  distribution-free confidence interval of that median (order statistics; coverage in the title)
+  cv %             coefficient of variation of the wall times (standard deviation / mean): the run-to-run spread
+  cv interval      bootstrap 95 % interval of the CV
+  units            median unit makespan: the most work units any one worker executed in a run (fewer is better);
+                   a unit is one multiplication, 3 on node 0 of an imbalanced scenario
+  units intvl      confidence interval of that median, as for the wall time
+  bound            the smallest unit makespan any schedule of the same fibers can reach
+  wall/rr units/rr how much less than round-robin's (positive: less, i.e. better); ~ marks a difference whose
+                   intervals overlap rr's: inside the noise
+  local remote     median steals within a NUMA node / across nodes; remote% their remote share
+  cpu s            median CPU seconds of all workers together in one run";
+
+/// How a policy compares with round-robin on one measure, from the spread
+/// of the repeated runs: the confidence intervals of the two medians.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compared {
+    /// The intervals do not overlap and the policy's median is smaller.
+    Better,
+    /// The intervals do not overlap and the policy's median is larger.
+    Worse,
+    /// The intervals overlap: this many runs cannot tell the two apart.
+    Noise,
+}
+
+impl Compared {
+    pub fn of(rr_median: f64, rr_ci: (f64, f64), median: f64, ci: (f64, f64)) -> Compared {
+        if overlaps(rr_ci, ci) {
+            Compared::Noise
+        } else if median < rr_median {
+            Compared::Better
+        } else {
+            Compared::Worse
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Compared::Better => "better",
+            Compared::Worse => "worse",
+            Compared::Noise => "inside the noise",
+        }
+    }
+}
+
+/// `"48.4 % fewer: better"`: the gain over round-robin in words.
+fn against_rr(rr: f64, x: f64, less: &str, more: &str, c: Compared) -> String {
+    let g = gain(rr, x);
+    let dir = if g >= 0.0 { less } else { more };
+    format!("{:.1} % {dir}: {}", g.abs(), c.word())
+}
+
+/// What the fibers of a point are, in words.
+pub fn describe_point(p: &Params, workers: usize) -> String {
+    let thieves = match p.thieves {
+        0 => "no thieves".to_string(),
+        1 => format!("1 thief awaiting a {}-multiplication heavy fiber", p.heavy_mults),
+        t => format!("{t} thieves, each awaiting a {}-multiplication heavy fiber", p.heavy_mults),
+    };
+    format!(
+        "{} single multiplications ({}x{}), {thieves}, {} worker(s), {}",
+        p.mults,
+        p.size,
+        p.size,
+        p.workers.unwrap_or(workers),
+        if p.imbalanced { "node 0 multiplies 3x" } else { "balanced" }
+    )
+}
+
+/// The short answer for one point: per policy its units and wall time,
+/// each against round-robin in words (better / worse / inside the noise).
+pub fn answer_table(rows: &[Summary], what: &str) -> String {
+    let mut out = String::new();
+    let Some(first) = rows.first() else { return out };
+    let rr = rows.iter().find(|r| r.variant == "rr");
+    let _ = writeln!(
+        out,
+        "{}: {what}; best possible schedule {} units; {} runs",
+        first.scenario,
+        first.units_bound,
+        first.runs.len()
+    );
+    let _ = writeln!(out, "  {:<15} {:>10}  {:<32} {:>8}  against round-robin", "policy", "work units", "against round-robin", "wall s");
+    for r in rows {
+        let (u, w) = match rr {
+            Some(rr) if r.variant != "rr" => (
+                against_rr(
+                    rr.units_makespan,
+                    r.units_makespan,
+                    "fewer",
+                    "more",
+                    Compared::of(rr.units_makespan, rr.units_ci, r.units_makespan, r.units_ci),
+                ),
+                against_rr(rr.median_s, r.median_s, "less", "more", Compared::of(rr.median_s, rr.median_ci, r.median_s, r.median_ci)),
+            ),
+            Some(_) => ("(the baseline)".to_string(), "(the baseline)".to_string()),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let _ = writeln!(out, "  {:<15} {:>10.1}  {:<32} {:>8.3}  {w}", r.variant, r.units_makespan, u, r.median_s);
+    }
+    out
+}
+
 /// Where the heavy fibers ran: per policy, each distinct placement
 /// (sorted worker list) with the number of runs that had it.
 pub fn heavy_placement(r: &Summary) -> String {
@@ -991,8 +1127,10 @@ pub struct Verdict {
     /// Mean relative CV reduction of nlh vs rr in %, with interval (None
     /// without nlh).
     pub cv_gain: Option<(f64, (f64, f64))>,
-    /// The line printed.
+    /// The one-line verdict (`verdict.txt`, and `--verbose`).
     pub line: String,
+    /// The same in words a reader without the thesis at hand understands.
+    pub words: String,
 }
 
 /// The verdict over `all` (None if no point ran rr and a thesis stealing policy).
@@ -1060,7 +1198,8 @@ pub fn verdict(all: &[Summary]) -> Option<Verdict> {
                     let na: Vec<f64> = (0..nl.runs.len()).map(|_| nl.runs[rng.index(nl.runs.len())].secs).collect();
                     (cv(&ra), cv(&na))
                 })
-                .filter(|(a, _)| *a > 0.0)
+                // A resample of identical runs has no spread to reduce.
+                .filter(|(a, _)| *a > 1e-6)
                 .collect();
             if !pairs.is_empty() {
                 rc.push(cv_gain_of(&pairs));
@@ -1106,7 +1245,81 @@ pub fn verdict(all: &[Summary]) -> Option<Verdict> {
         }
         None => line.push_str("; nlh CV vs rr: not measured (needs nlh and rr with a nonzero CV)"),
     }
-    Some(Verdict { points: points.len(), policies, units_gain, units_ci, wall_gain, wall_ci, cv_gain, line })
+    let words = verdict_words(&policies, points.len(), (units_gain, units_ci), (wall_gain, wall_ci), cv_gain, &cv_points);
+    Some(Verdict { points: points.len(), policies, units_gain, units_ci, wall_gain, wall_ci, cv_gain, line, words })
+}
+
+/// The verdict in words: what was compared, which direction is good, and
+/// how far the measured intervals are from the thesis' figures.
+fn verdict_words(
+    policies: &[&str],
+    npoints: usize,
+    (units_gain, units_ci): (f64, (f64, f64)),
+    (wall_gain, wall_ci): (f64, (f64, f64)),
+    cv_gain: Option<(f64, (f64, f64))>,
+    cv_points: &[(&Summary, &Summary)],
+) -> String {
+    let target = THESIS_STEAL_GAIN * 100.0;
+    let dir = |g: f64, less: &'static str, more: &'static str| if g >= 0.0 { less } else { more };
+    let judge = |g: f64, (lo, hi): (f64, f64), t: f64| {
+        if lo > t {
+            format!("above the thesis' {t:.2} % even at the interval's low end: met")
+        } else if hi < t {
+            format!("below the thesis' {t:.2} % even at the interval's high end: missed")
+        } else {
+            format!(
+                "the interval holds the thesis' {t:.2} %, so these runs cannot tell the two apart ({} by the point estimate)",
+                if g >= t { "met" } else { "missed" }
+            )
+        }
+    };
+    let mut w = String::new();
+    let _ = writeln!(
+        w,
+        "Stealing against round-robin (the thesis: its stealing policies {target:.2} % faster than round-robin).\n  \
+         Here the thesis' stealing policies ({}) needed on average {:.1} % {} work units than round-robin over {npoints} \
+         scenario(s) (95 % interval {:.1} to {:.1} %): {}.\n  \
+         Wall time: {:.1} % {} ({:.1} to {:.1} %); {}.",
+        policies.join(", "),
+        units_gain.abs(),
+        dir(units_gain, "fewer", "more"),
+        units_ci.0,
+        units_ci.1,
+        judge(units_gain, units_ci, target),
+        wall_gain.abs(),
+        dir(wall_gain, "less", "more"),
+        wall_ci.0,
+        wall_ci.1,
+        if wall_ci.0 <= units_gain && units_gain <= wall_ci.1 {
+            "it agrees with the units"
+        } else {
+            "it disagrees with the units (their gain lies outside the wall-time interval): believe the units"
+        }
+    );
+    match cv_gain {
+        Some((g, ci)) => {
+            let each: Vec<String> = cv_points
+                .iter()
+                .map(|(rr, nl)| format!("{} rr {:.1} %, nlh {:.1} %", rr.scenario, rr.cv * 100.0, nl.cv * 100.0))
+                .collect();
+            let _ = write!(
+                w,
+                "NLH's stability (the thesis: NLH's run-to-run spread of wall time {:.2} % smaller than round-robin's).\n  \
+                 The spread is the coefficient of variation (standard deviation / mean of the runs' wall times): {}.\n  \
+                 On average NLH's was {:.1} % {} than round-robin's (95 % interval {:.1} to {:.1} %, positive = smaller): {}.\n  \
+                 A spread of wall times measures the machine as much as the scheduler: on a loaded machine it says little.",
+                THESIS_NLH_CV_GAIN * 100.0,
+                each.join("; "),
+                g.abs(),
+                dir(g, "smaller", "larger"),
+                ci.0,
+                ci.1,
+                judge(g, ci, THESIS_NLH_CV_GAIN * 100.0)
+            );
+        }
+        None => w.push_str("NLH's stability: not measured (needs nlh and rr, and rr's wall times must vary)."),
+    }
+    w
 }
 
 pub const SUMMARY_HEADER: &str = "scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals,\
@@ -1440,17 +1653,20 @@ fn run_point(settings: &Settings, pt: &Point, nodes: &[usize], progress: &mut Pr
         let mut runs = Vec::new();
         for run in 0..settings.runs {
             let r = run_once(&settings.topology, v, pt.p, run as u64 + 1)?;
-            progress.tick(&format!(
-                "{} {}={} {} run {}/{}: {:.3}s, {} units (bound {bound})",
-                pt.scenario,
-                pt.param,
-                pt.value,
-                v.name,
-                run + 1,
-                settings.runs,
-                r.secs,
-                r.units_makespan()
-            ));
+            progress.tick(
+                &format!(
+                    "{} {}={} {} run {}/{}: {:.3}s, {} units (bound {bound})",
+                    pt.scenario,
+                    pt.param,
+                    pt.value,
+                    v.name,
+                    run + 1,
+                    settings.runs,
+                    r.secs,
+                    r.units_makespan()
+                ),
+                progress.weight(pt, v),
+            );
             runs.push(r);
         }
         out.push(summarize(&pt.scenario, pt.param, pt.value, v.name, runs).with_point(bound, pt.p.thieves));
@@ -1458,18 +1674,105 @@ fn run_point(settings: &Settings, pt: &Point, nodes: &[usize], progress: &mut Pr
     Ok(out)
 }
 
+/// The cost of the work, measured on this machine before the runs: one
+/// multiplication fiber while every worker multiplies at once (so a busy
+/// machine shows up in it), and what a run costs beside its multiplications
+/// (runtime start-up, matrix generation, wake-ups, shutdown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkCost {
+    /// Seconds per single-multiplication fiber on a worker, every worker busy.
+    pub mult_s: f64,
+    /// Seconds a run costs beside its multiplications.
+    pub overhead_s: f64,
+}
+
+/// Measure [`WorkCost`] from balanced round-robin runs of 2 and of 10
+/// multiplications per worker, alternating (at least 3 pairs and 0.3 s, at
+/// most 12 pairs): the slope between the two medians is the cost of one
+/// multiplication, the rest of a run is the overhead. The runtime is built
+/// as every run builds it.
+pub fn measure_work(topology: &Topology, workers: Option<usize>, nw: usize, size: usize) -> Result<WorkCost, String> {
+    const SHORT: usize = 2;
+    const LONG: usize = 10;
+    let rr = Variant { name: "rr", policy: Policy::RoundRobin, opts: PolicyOptions::default() };
+    let p = |k: usize| Params { size, heavy_mults: 1, mults: k * nw.max(1), thieves: 0, workers, imbalanced: false, deterministic: false };
+    let (mut short, mut long) = (Vec::new(), Vec::new());
+    let t_all = Instant::now();
+    for pair in 0..12u64 {
+        if pair >= 3 && t_all.elapsed() >= Duration::from_millis(300) {
+            break;
+        }
+        for (k, out) in [(SHORT, &mut short), (LONG, &mut long)] {
+            let t0 = Instant::now();
+            run_once(topology, &rr, p(k), 1000 + pair)?;
+            out.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    let (s, l) = (median_f(&mut short), median_f(&mut long));
+    let mult_s = ((l - s) / (LONG - SHORT) as f64).max(l / LONG as f64 * 0.1).max(1e-9);
+    Ok(WorkCost { mult_s, overhead_s: (s - SHORT as f64 * mult_s).max(0.0) })
+}
+
+/// The running time of one run of `v` at `p`, from the simulator's schedule
+/// (one seed): the unit makespan it predicts, or the total work over the
+/// CPUs when there are more workers than CPUs, times the measured cost.
+fn estimate_run_s(topology: &Topology, v: &Variant, p: Params, cost: &WorkCost, cpus: usize) -> Result<f64, String> {
+    let mult_ns = (cost.mult_s * 1e9).max(1.0) as u64;
+    let cal = Calibration { mult_ns, spawn_ns: CostModel::default().spawn_ns, wake_ns: CostModel::default().wake_ns };
+    let sim = simulate_units(topology, v, p, &cal, 1)?;
+    let r = sim.first().ok_or("the simulator returned no run")?;
+    let total: u64 = r.units.iter().sum();
+    let par = r.units.len().clamp(1, cpus.max(1));
+    let units = (r.units_makespan() as f64).max(total as f64 / par as f64);
+    Ok(units * cost.mult_s + cost.overhead_s)
+}
+
+/// Progress on stderr, with the time left from the estimate of every run
+/// scaled by how the estimate has held so far.
 struct Progress {
     done: usize,
     total: usize,
     t0: Instant,
+    /// Estimated seconds of every (scenario, value, policy) run.
+    weights: Vec<((String, usize, &'static str), f64)>,
+    est_total: f64,
+    est_done: f64,
+    tty: bool,
 }
 
 impl Progress {
-    fn tick(&mut self, what: &str) {
+    fn weight(&self, pt: &Point, v: &Variant) -> f64 {
+        self.weights
+            .iter()
+            .find(|((sc, val, name), _)| *sc == pt.scenario && *val == pt.value && *name == v.name)
+            .map_or(0.0, |(_, w)| *w)
+    }
+
+    fn tick(&mut self, what: &str, weight: f64) {
         self.done += 1;
+        self.est_done += weight;
         let el = self.t0.elapsed().as_secs_f64();
-        let eta = if self.done > 0 { el / self.done as f64 * (self.total - self.done) as f64 } else { 0.0 };
-        let _ = writeln!(std::io::stderr(), "[{}/{} {:.0}s, ~{:.0}s left] {what}", self.done, self.total, el, eta);
+        // How fast the work goes against the estimate, applied to what is left.
+        let pace = if self.est_done > 0.0 { el / self.est_done } else { 1.0 };
+        let left = (self.est_total - self.est_done).max(0.0) * pace;
+        let line = format!("[{}/{} {:.0}s, ~{:.0}s left] {what}", self.done, self.total, el, left);
+        let mut err = std::io::stderr();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            if self.done == self.total {
+                let _ = writeln!(err);
+            }
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
+/// `/proc/loadavg`'s three load averages, or a note why not.
+pub fn load_average() -> String {
+    match fs::read_to_string("/proc/loadavg") {
+        Ok(s) => s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        Err(e) => format!("unknown (/proc/loadavg: {e})"),
     }
 }
 
@@ -1483,6 +1786,13 @@ pub struct Report {
     /// (scenario, value, policy, real median units, simulated median units,
     /// real median steals, simulated median steals)
     pub sim_vs_real: Vec<(String, usize, &'static str, f64, f64, u64, u64)>,
+    /// The measured cost the estimate came from.
+    pub work_cost: WorkCost,
+    /// The running time estimated before the runs, and the real one, seconds.
+    pub estimate_s: f64,
+    pub elapsed_s: f64,
+    /// The short answer as printed: one table per point.
+    pub answer: String,
 }
 
 pub fn run_cli(args: &[String]) -> Result<(), CliError> {
@@ -1493,6 +1803,7 @@ pub fn run_cli(args: &[String]) -> Result<(), CliError> {
 pub fn run_report(args: &[String]) -> Result<Report, CliError> {
     let settings = parse_args(args)?;
     let t_start = Instant::now();
+    let load_start = load_average();
     let fail = |e: String| CliError::Usage(format!("benchmark run failed: {e}"));
     // The worker layout, from a runtime built as the runs build theirs.
     let probe = build_runtime(&settings.topology, &all_variants()[0], settings.base.workers).map_err(fail)?;
@@ -1500,6 +1811,7 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
     probe.shutdown();
     let points = all_points(&settings, nodes.len());
     let b = settings.base;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if let Some(note) = &settings.topology_note {
         println!("thesis_bench: {note}");
     }
@@ -1516,21 +1828,63 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
         if b.deterministic { "deterministic (thieves wait for the main thread's last spawn)" } else { "thesis (racy)" },
         settings.variants.iter().map(|v| v.name).collect::<Vec<_>>().join(",")
     );
-    if settings.default_scenarios && settings.balance == [true] {
+    if settings.verbose {
+        if settings.default_scenarios && settings.balance == [true] {
+            println!(
+                "  default scenarios: long queues without and with thieves, imbalanced (--both adds the balanced ones, \
+                 where with one worker per node round-robin's split is already the best possible one)"
+            );
+        }
         println!(
-            "  default scenarios: long queues without and with thieves, imbalanced (--both adds the balanced ones, \
-             where with one worker per node round-robin's split is already the best possible one)"
+            "  points: {}",
+            points.iter().map(|p| format!("{} {}={} thieves={}", p.scenario, p.param, p.value, p.p.thieves)).collect::<Vec<_>>().join("; ")
         );
     }
+    println!("thesis_bench: machine load (1, 5, 15 min averages) at start: {load_start}, on {cpus} CPU(s)");
+    // The estimate: the work measured now, the schedule of every run from the simulator.
+    let work_cost = measure_work(&settings.topology, b.workers, nodes.len(), b.size).map_err(fail)?;
+    let mut weights = Vec::new();
+    for pt in &points {
+        for v in &settings.variants {
+            let w = estimate_run_s(&settings.topology, v, pt.p, &work_cost, cpus).map_err(fail)?;
+            weights.push(((pt.scenario.clone(), pt.value, v.name), w));
+        }
+    }
+    let runs_s: f64 = weights.iter().map(|(_, w)| w).sum::<f64>() * settings.runs as f64;
+    // The simulator's calibration after the runs: 31 wake-ups after 2 ms
+    // sleeps, 5 multiplications on one worker.
+    let sim_s = if settings.sim && settings.sweeps.is_empty() { 31.0 * 0.0025 + 5.0 * work_cost.mult_s } else { 0.0 };
+    let estimate_s = t_start.elapsed().as_secs_f64() + runs_s + sim_s;
     println!(
-        "  points: {}",
-        points.iter().map(|p| format!("{} {}={} thieves={}", p.scenario, p.param, p.value, p.p.thieves)).collect::<Vec<_>>().join("; ")
+        "thesis_bench: estimated time {} ({} runs; one {}x{} multiplication measured now at {:.2} ms with every worker busy, \
+         {:.1} ms per run beside it; the schedules from the simulator)",
+        fmt_duration(estimate_s),
+        points.len() * settings.variants.len() * settings.runs,
+        b.size,
+        b.size,
+        work_cost.mult_s * 1e3,
+        work_cost.overhead_s * 1e3
     );
-    let mut progress = Progress { done: 0, total: points.len() * settings.variants.len() * settings.runs, t0: Instant::now() };
+    let mut progress = Progress {
+        done: 0,
+        total: points.len() * settings.variants.len() * settings.runs,
+        t0: Instant::now(),
+        weights,
+        est_total: runs_s,
+        est_done: 0.0,
+        tty: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
     let mut all = Vec::new();
+    let mut answer = String::new();
+    if settings.verbose {
+        println!("\n{TABLE_LEGEND}");
+    }
     for pt in &points {
         let rows = run_point(&settings, pt, &nodes, &mut progress).map_err(fail)?;
-        print_table(&rows);
+        if settings.verbose {
+            print_table(&rows);
+        }
+        answer.push_str(&answer_table(&rows, &describe_point(&pt.p, nodes.len())));
         all.extend(rows);
     }
     // Simulator calibration and comparison (default scenarios or a single point).
@@ -1538,19 +1892,21 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
     let mut sim_vs_real = Vec::new();
     if settings.sim && settings.sweeps.is_empty() {
         let cal = calibrate(&settings.topology, b.workers, b.size).map_err(fail)?;
-        println!(
-            "\nsimulator calibrated on this runtime: one multiplication {:.3} ms, spawn {} ns, wake-up of a parked worker {:.1} us \
-             (simulator defaults: spawn {} ns, wake {:.1} us)",
-            cal.mult_ns as f64 * 1e-6,
-            cal.spawn_ns,
-            cal.wake_ns as f64 * 1e-3,
-            CostModel::default().spawn_ns,
-            CostModel::default().wake_ns as f64 * 1e-3
-        );
-        println!(
-            "  {:<28} {:<15} {:>11} {:>10} {:>11} {:>10}",
-            "scenario", "policy", "real units", "sim units", "real steals", "sim steals"
-        );
+        if settings.verbose {
+            println!(
+                "\nsimulator calibrated on this runtime: one multiplication {:.3} ms, spawn {} ns, wake-up of a parked worker {:.1} us \
+                 (simulator defaults: spawn {} ns, wake {:.1} us)",
+                cal.mult_ns as f64 * 1e-6,
+                cal.spawn_ns,
+                cal.wake_ns as f64 * 1e-3,
+                CostModel::default().spawn_ns,
+                CostModel::default().wake_ns as f64 * 1e-3
+            );
+            println!(
+                "  {:<36} {:<15} {:>11} {:>10} {:>11} {:>10}",
+                "scenario", "policy", "real units", "sim units", "real steals", "sim steals"
+            );
+        }
         for pt in &points {
             for v in &settings.variants {
                 let Some(real) = all.iter().find(|r| r.scenario == pt.scenario && r.value == pt.value && r.variant == v.name) else {
@@ -1560,27 +1916,61 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
                 let su = median_f(&mut sim.iter().map(|r| r.units_makespan() as f64).collect::<Vec<_>>());
                 let ss = median_u(&mut sim.iter().map(|r| r.local_steals + r.remote_steals).collect::<Vec<_>>());
                 let rs = real.local_steals + real.remote_steals;
-                println!(
-                    "  {:<28} {:<15} {:>11.1} {:>10.1} {:>11} {:>10}",
-                    format!("{} {}={}", pt.scenario, pt.param, pt.value),
-                    v.name,
-                    real.units_makespan,
-                    su,
-                    rs,
-                    ss
-                );
+                if settings.verbose {
+                    println!(
+                        "  {:<36} {:<15} {:>11.1} {:>10.1} {:>11} {:>10}",
+                        format!("{} {}={}", pt.scenario, pt.param, pt.value),
+                        v.name,
+                        real.units_makespan,
+                        su,
+                        rs,
+                        ss
+                    );
+                }
                 sim_vs_real.push((pt.scenario.clone(), pt.value, v.name, real.units_makespan, su, rs, ss));
             }
         }
         calibration = Some(cal);
     }
     let verdict = verdict(&all);
-    println!();
+    let load_end = load_average();
+    println!(
+        "\nThe answer. A work unit is one {0}x{0} matrix multiplication, 3 units when it runs on node 0 of an imbalanced\n\
+         scenario (the thesis slows node 0 down 3x). A run's work units are the most that any one worker executed: fewer\n\
+         is better, and no schedule of the same fibers can do better than the best possible one. Units count work, not\n\
+         time: the machine's load moves them far less than wall times (though a worker that gets less CPU steals less, so\n\
+         under load the stealing policies' units drift toward round-robin's). Trust the unit columns; read wall times only\n\
+         from a quiet machine. better / worse: the confidence intervals of the two medians over the runs do not overlap;\n\
+         inside the noise: they do.\n",
+        b.size
+    );
     match &verdict {
-        Some(v) => println!("{}", v.line),
-        None => println!("verdict: not computed (needs rr and at least one of {} at the same point)", THESIS_STEALERS.join(", ")),
+        Some(v) => println!("{}\n", v.words),
+        None => println!("verdict: not computed (needs rr and at least one of {} at the same point)\n", THESIS_STEALERS.join(", ")),
     }
-    println!("thesis_bench: done in {:.1} s", t_start.elapsed().as_secs_f64());
+    print!("{answer}");
+    if let (Some(v), true) = (&verdict, settings.verbose) {
+        println!("\n{}", v.line);
+    }
+    let elapsed_s = t_start.elapsed().as_secs_f64();
+    println!(
+        "\nthesis_bench: machine load (1, 5, 15 min averages) at start {load_start}, at end {load_end}, on {cpus} CPU(s); \
+         the benchmark's own {} workers count about {} towards it{}",
+        nodes.len(),
+        nodes.len(),
+        if load_is_high(&load_end, nodes.len() as f64 + 1.0) {
+            ": other programs competed for the CPUs, so the wall times above are noise"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "thesis_bench: done in {} (estimated {}: {:+.0} %){}",
+        fmt_duration(elapsed_s),
+        fmt_duration(estimate_s),
+        (elapsed_s - estimate_s) / estimate_s.max(1e-9) * 100.0,
+        if settings.verbose { "" } else { "; --verbose for the detailed tables, --out DIR for CSV files and figures" }
+    );
     if let Some(dir) = &settings.out {
         let io = |e: std::io::Error| CliError::Usage(format!("--out {}: {e}", dir.display()));
         write_csvs(dir, &all).map_err(io)?;
@@ -1626,5 +2016,5 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
         }
         println!("\nwrote {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    Ok(Report { summaries: all, verdict, calibration, sim_vs_real })
+    Ok(Report { summaries: all, verdict, calibration, sim_vs_real, work_cost, estimate_s, elapsed_s, answer })
 }

@@ -1,4 +1,4 @@
-//! The thesis benchmark (section 5.1 of the thesis in `shared/papers/`): the
+//! The thesis benchmark (section 5.1 of the thesis): the
 //! project's main job. See `bench.rs` for the workload and `--help` for the
 //! options.
 //!

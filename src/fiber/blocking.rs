@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::task::{wait_kind, TaskRef};
+use crate::runtime::task::{wait_kind, TaskRef};
 use super::JoinHandle;
 use crate::runtime::shared::Shared;
 

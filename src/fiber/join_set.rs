@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::error::JoinError;
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 use crate::fiber::JoinHandle;
 use crate::runtime::Handle;
 use crate::sync::queue::{wake_all, Outcome, Reason, WaitQueue};

@@ -58,13 +58,7 @@
 //! works; the runtime's panic report runs on a side stack of the worker.
 
 pub(crate) mod blocking;
-pub(crate) mod job;
 mod join_set;
-pub(crate) mod overflow;
-pub(crate) mod packet;
-pub(crate) mod stack;
-pub(crate) mod task;
-pub(crate) mod task_pool;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -76,10 +70,11 @@ use std::time::{Duration, Instant};
 pub use crate::error::{JoinError, SpawnError, SpawnErrorKind};
 pub use join_set::JoinSet;
 pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
-pub use stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
+pub use crate::runtime::task::stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 use crate::runtime::shared::{Counters, Shared};
-use crate::worker::tls;
+use crate::runtime::context;
+use crate::runtime::task::{self, job, packet, stack};
 use job::OwnedJob;
 use packet::{park_caller, Completion};
 use task::{Suspend, Task, TaskRef};
@@ -89,7 +84,7 @@ use task::{Suspend, Task, TaskRef};
 
 /// The running fiber, if any.
 fn current_task() -> Option<&'static Task> {
-    let p = tls::current_task_ptr();
+    let p = context::current_task_ptr();
     // SAFETY: a non-null CURRENT points to the task the worker (or the
     // shutdown drain) is running on this thread, and it holds a `TaskRef`
     // for at least as long as the fiber runs. The `'static` is never
@@ -99,7 +94,7 @@ fn current_task() -> Option<&'static Task> {
 
 /// A new strong reference to the running task.
 fn current_task_ref() -> Option<TaskRef> {
-    let p = tls::current_task_ptr();
+    let p = context::current_task_ptr();
     if p.is_null() {
         return None;
     }
@@ -113,7 +108,7 @@ fn current_task_ref() -> Option<TaskRef> {
 
 /// The runtime of the calling worker thread.
 fn current_shared() -> Option<Arc<Shared>> {
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     // SAFETY: a non-null WORKER points to this thread's live worker.
     (!w.is_null()).then(|| unsafe { (*w).shared.clone() })
 }
@@ -122,7 +117,7 @@ fn current_shared() -> Option<Arc<Shared>> {
 /// worker. The `Arc` behind it lives while this thread's worker runs.
 #[inline]
 pub(crate) fn current_shared_ptr() -> *const Shared {
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     // SAFETY: a non-null WORKER points to this thread's live worker.
     if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
 }
@@ -135,7 +130,7 @@ pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {
 
 /// Count one finished fiber on the worker running this thread.
 pub(crate) fn note_completed() {
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     if !w.is_null() {
         // SAFETY: this thread's live worker.
         let w = unsafe { &*w };
@@ -199,7 +194,7 @@ pub(crate) fn cannot_suspend(t: &Task) -> bool {
 }
 
 fn suspend(reason: Suspend) {
-    suspend_task(tls::current_task_ptr(), reason);
+    suspend_task(context::current_task_ptr(), reason);
 }
 
 /// Suspend the running fiber, whose task is `t` (read from TLS by the
@@ -221,7 +216,7 @@ fn suspend_task(t: *const Task, reason: Suspend) {
 /// Park the running fiber until `Shared::wake` (or return at once if a
 /// wake-up token is pending). May return spuriously: callers loop.
 pub(crate) fn park_current() {
-    park_task(tls::current_task_ptr());
+    park_task(context::current_task_ptr());
 }
 
 /// `park_current` for a caller that already read the running task `t`
@@ -454,7 +449,7 @@ where
     if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         // SAFETY: `me.is_some()` so this thread runs a live worker of
         // `shared`; the reference is dropped before we suspend.
         unsafe { (*w).set_run_next(task) };
@@ -493,7 +488,7 @@ fn reclaim(task: &TaskRef) {
 
 #[inline(never)]
 fn reclaim_slow(task: &TaskRef) {
-    let (w, t) = tls::worker_and_task();
+    let (w, t) = context::worker_and_task();
     if w.is_null() || t.is_null() {
         return; // a plain thread (or the shutdown drain)
     }
@@ -582,7 +577,7 @@ impl<T> Drop for JoinHandle<T> {
         // SAFETY: the field is taken only here, once, and not used after.
         let t = unsafe { std::mem::ManuallyDrop::take(&mut self.task) };
         // After a join this is usually the task's last reference.
-        task_pool::release(t);
+        crate::runtime::task::pool::release(t);
         // Dropped here, as the handle's last `Arc` dropped it before: a
         // destructor's panic reaches the handle's owner.
         drop(detached);
@@ -662,7 +657,7 @@ impl<T> JoinHandle<T> {
                 destroy_until_done(self.shared, &self.h.task, &*self.h.packet);
             }
         }
-        let _root = crate::sync::deadlock::BlockOnRoot::register(&self.task);
+        let _root = crate::runtime::deadlock::BlockOnRoot::register(&self.task);
         let guard = Guard { h: &self, shared };
         loop {
             // SAFETY: the handle (consumed) is the packet's owner.
@@ -766,7 +761,7 @@ pub fn yield_now() {
     // predictor stays right (a non-inlined `yield_now` returns to its
     // caller where the predictor expects the worker, twice per yield). The
     // TLS read is therefore the non-inlined accessor (see `worker::tls`).
-    let t = tls::current_task_ptr();
+    let t = context::current_task_ptr();
     if t.is_null() {
         std::thread::yield_now();
         return;
@@ -814,7 +809,7 @@ pub fn sleep(d: Duration) {
         // any more and sleeping would only delay the shutdown.
         return;
     }
-    let (Some(t), false) = (current_task(), tls::worker_ptr().is_null()) else {
+    let (Some(t), false) = (current_task(), context::worker_ptr().is_null()) else {
         std::thread::sleep(d);
         return;
     };
@@ -832,7 +827,7 @@ pub fn sleep(d: Duration) {
         if Instant::now() >= deadline {
             return;
         }
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         let me = current_task_ref().expect("in a fiber");
         // SAFETY: non-null WORKER is this thread's live worker; no
         // suspension happens while the reference is used.
@@ -877,7 +872,7 @@ where
     RB: Send,
 {
     // One accessor call for both (read again after `a`, which may suspend).
-    let (w, t) = tls::worker_and_task();
+    let (w, t) = context::worker_and_task();
     // SAFETY: a non-null CURRENT is the running task (see `current_task`).
     if w.is_null() || t.is_null() || cannot_suspend(unsafe { &*t }) {
         return (a(), b());
@@ -907,7 +902,7 @@ where
     let settle = Settle(&*job);
     let ra = catch_unwind(AssertUnwindSafe(a));
     // `a` may have suspended: we may be on another worker now (TLS re-read).
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     let mut mine = false;
     if !w.is_null() {
         // SAFETY: as above.
@@ -1169,7 +1164,7 @@ pub struct FiberInfo {
 /// ```
 pub fn current() -> Option<FiberInfo> {
     let t = current_task()?;
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     if w.is_null() {
         return None;
     }

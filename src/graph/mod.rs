@@ -61,7 +61,7 @@ pub use static_graph::{Inputs, NodeId, StaticGraph};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::fiber::packet::Packet;
+use crate::runtime::task::packet::Packet;
 
 /// Number of workers of the runtime running the calling fiber, or `None`
 /// outside a fiber.

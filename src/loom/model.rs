@@ -11,10 +11,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::JoinError;
-use crate::fiber::job::{JobRef, OwnedJob, StackJob};
-use crate::fiber::packet::{fits_in_task, new_in_task, new_main, Entry, FiberMain, Packet, PacketRef};
-use crate::fiber::task::{Task, TaskRef};
-use crate::runtime::idle::{Idle, Sleeper, Sleepers};
+use crate::runtime::task::job::{JobRef, OwnedJob, StackJob};
+use crate::runtime::task::packet::{fits_in_task, new_in_task, new_main, Entry, FiberMain, Packet, PacketRef};
+use crate::runtime::task::{Task, TaskRef};
+use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 
 // ----- idle-worker protocol -----
 
@@ -290,7 +290,7 @@ impl<T: Send + 'static> JoinPacket<T> {
     }
     /// The child panicked and its panic was not taken (`scope`'s check).
     pub fn unjoined_panic(&self) -> bool {
-        crate::fiber::packet::Completion::unjoined_panic(self.p())
+        crate::runtime::task::packet::Completion::unjoined_panic(self.p())
     }
 }
 
@@ -389,9 +389,9 @@ impl ForkJobRef {
     }
 }
 
-// ----- reactor driver hand-off (reactor/driver.rs) -----
+// ----- reactor driver hand-off (runtime/io/driver.rs) -----
 
-use crate::reactor::driver::{self, Backend, Gate, PollFlag};
+use crate::runtime::io::driver::{self, Backend, Gate, PollFlag};
 
 /// `mio::Poll` stand-in: an event queue with a waker, blocking on a loom
 /// condvar. `io` is a socket's queued readiness; `waker` the eventfd.
@@ -612,11 +612,11 @@ impl<B: Backend> Backend for RecordReady<'_, B> {
 
 /// `runtime::wake_slot::WakeSlot`: the per-worker slot of the fiber made
 /// runnable last (owner `put`/`take`, thief `steal`).
-pub struct SlotModel<T>(crate::runtime::wake_slot::WakeSlot<T>);
+pub struct SlotModel<T>(crate::runtime::worker::wake_slot::WakeSlot<T>);
 
 impl<T> SlotModel<T> {
     pub fn new() -> SlotModel<T> {
-        SlotModel(crate::runtime::wake_slot::WakeSlot::new(true))
+        SlotModel(crate::runtime::worker::wake_slot::WakeSlot::new(true))
     }
     /// Owner: put, returning the displaced entry.
     pub fn put(&self, t: Arc<T>) -> Option<Arc<T>> {

@@ -10,7 +10,7 @@
 //! reactor, the first time a fiber has to wait on it, and deregistered when
 //! its last handle is dropped. How readiness reaches the fibers (one
 //! reactor per runtime, polled by whichever worker goes idle) is described
-//! in `src/reactor/README.md`.
+//! in the runtime's protocol notes in the repository.
 //!
 //! Errors are std's: `Ok(0)` from a read of a connection the peer closed,
 //! `BrokenPipe`/`ConnectionReset` writing to it, `ConnectionRefused`,

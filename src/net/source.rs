@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use mio::event::Source;
 
-use crate::fiber::task::wait_kind;
-use crate::reactor::{Dir, Reactor, Registration};
+use crate::runtime::task::wait_kind;
+use crate::runtime::io::{Dir, Reactor, Registration};
 use crate::runtime::shared::Shared;
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// A mio socket, its reactor registration (made the first time a fiber
 /// has to wait on it) and its timeouts (shared by `try_clone`s, as the
@@ -126,7 +126,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
         &self,
         reg: &Registration,
         shared: &Arc<Shared>,
-        task: &crate::fiber::task::TaskRef,
+        task: &crate::runtime::task::TaskRef,
         d: Dir,
         deadline: Option<Instant>,
         timeout: Option<Duration>,
@@ -149,7 +149,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
                 continue; // an event came in between: retry
             }
             if let Some(dl) = deadline {
-                let w = tls::worker_ptr();
+                let w = context::worker_ptr();
                 // SAFETY: we run in a fiber of a runtime, so this thread's
                 // WORKER pointer is its live worker; no suspension happens
                 // while the reference is used.

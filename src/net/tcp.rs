@@ -12,7 +12,7 @@ use super::each_addr;
 
 /// Backlog asked of listen(2); the kernel caps it at `net.core.somaxconn`.
 const LISTEN_BACKLOG: libc::c_int = 65_535;
-use crate::reactor::Dir;
+use crate::runtime::io::Dir;
 
 /// A TCP socket server, listening for connections (`std::net::TcpListener`
 /// shape). `accept` parks the calling fiber, not its worker thread, until a

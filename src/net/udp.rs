@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::each_addr;
 use super::source::IoSource;
-use crate::reactor::Dir;
+use crate::runtime::io::Dir;
 
 /// A UDP socket (`std::net::UdpSocket` shape). Receives park the calling
 /// fiber until a datagram arrives (up to the read timeout); on a plain

@@ -60,7 +60,7 @@
 //! ([`Scheduler::placements`]), and the single node's workload when only
 //! one node has workers (the node choice is then fixed), are counted per
 //! spawner, each spawner on a cache line of its own, and summed when read
-//! (issue 15: no contended read-modify-write per spawn). NLH reads a queue
+//! (no contended read-modify-write per spawn). NLH reads a queue
 //! length only where it can change the answer (see
 //! [`Scheduler::place_nlh`]); the runtime's probe is cheap and approximate
 //! (`runtime::shared::PublishedLen` gives its staleness bound).
@@ -525,7 +525,7 @@ struct ShardLine([AtomicI64; SHARD_LINE_SLOTS]);
 
 /// Statistics-only placement counters, sharded by spawner so that the
 /// spawn path writes a line of its own instead of one line every worker
-/// writes (issue 15: a contended `lock inc` per spawn).
+/// writes (that was a contended `lock inc` per spawn).
 ///
 /// Shard `w` (for `w < workers`) belongs to spawning worker `w`; the last
 /// shard counts spawns from other threads and calls that name no spawner

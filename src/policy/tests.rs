@@ -682,7 +682,7 @@ fn a_node_view_must_count_the_nodes_workers() {
 }
 
 /// Per-worker policy memory depends on the nodes, not on the workers
-/// (issue 12 item 9; `tests/policy_memory.rs` measures the real heap).
+/// (`tests/policy_memory.rs` measures the real heap).
 #[test]
 fn thief_state_bytes_do_not_grow_with_the_worker_count() {
     for p in Policy::ALL {

@@ -40,9 +40,12 @@
 //! 5. Every destroyed fiber's join packet receives `JoinError::cancelled`,
 //!    so a thread blocked in `join` returns instead of hanging.
 
-pub(crate) mod idle;
-pub(crate) mod wake_slot;
+pub(crate) mod context;
+pub(crate) mod deadlock;
+pub(crate) mod io;
 pub(crate) mod shared;
+pub(crate) mod task;
+pub(crate) mod worker;
 pub(crate) mod dump;
 pub(crate) mod monitor;
 
@@ -64,14 +67,14 @@ use std::thread::JoinHandle as ThreadHandle;
 use crossbeam_deque::Worker as Deque;
 
 use crate::error::{BuildError, BuildErrorKind};
-use crate::fiber::stack::{StackMode, DEFAULT_STACK_SIZE};
-use crate::fiber::job::Runnable;
-use crate::fiber::task::TaskRef;
+use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::TaskRef;
 use crate::fiber::JoinHandle;
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
 use crate::topology::{self, Topology};
-use crate::worker::{self, tls, WorkerLocal};
+use crate::runtime::worker::WorkerLocal;
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -357,12 +360,12 @@ impl Builder {
                 }));
             }
         }
-        match crate::fiber::stack::check_size(self.stack_size, self.stack_mode) {
+        match crate::runtime::task::stack::check_size(self.stack_size, self.stack_mode) {
             Ok(()) => {}
-            Err(crate::fiber::stack::SizeError::TooSmall { minimum }) => {
+            Err(crate::runtime::task::stack::SizeError::TooSmall { minimum }) => {
                 return Err(BuildError::new(BuildErrorKind::StackTooSmall { requested: self.stack_size, minimum }));
             }
-            Err(crate::fiber::stack::SizeError::TooLarge { maximum }) => {
+            Err(crate::runtime::task::stack::SizeError::TooLarge { maximum }) => {
                 return Err(BuildError::new(BuildErrorKind::StackTooLarge { requested: self.stack_size, maximum }));
             }
         }
@@ -409,17 +412,17 @@ impl Builder {
                 index: i,
                 slot: slots[i],
                 stealer: d.stealer(),
-                wake_slot: crate::runtime::wake_slot::WakeSlot::new(slots_stealable),
-                held: crate::runtime::wake_slot::WakeSlot::new(true),
+                wake_slot: crate::runtime::worker::wake_slot::WakeSlot::new(slots_stealable),
+                held: crate::runtime::worker::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
                 pinned_inbox: Default::default(),
-                sleeper: crate::runtime::idle::Sleeper::new(),
+                sleeper: crate::runtime::worker::idle::Sleeper::new(),
                 thread: OnceLock::new(),
                 tid: AtomicI32::new(0),
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
                 timers: Default::default(),
-                poll_flag: crate::reactor::driver::PollFlag::new(),
+                poll_flag: crate::runtime::io::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
                 published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
                 insight: Default::default(),
@@ -442,8 +445,8 @@ impl Builder {
             topology,
             self.stack_mode,
         ));
-        crate::fiber::overflow::install_handler();
-        crate::fiber::stack::side::install_panic_hook();
+        crate::runtime::task::overflow::install_handler();
+        crate::runtime::task::stack::side::install_panic_hook();
         shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
         shared.deadlock.strict.store(self.strict_deadlock, Relaxed);
         // Only strict pinning waits for the workers' pinning results (a
@@ -494,7 +497,7 @@ impl Builder {
             drop(rt);
             return Err(BuildError::new(kind));
         }
-        crate::sync::deadlock::register_runtime(&rt.shared);
+        crate::runtime::deadlock::register_runtime(&rt.shared);
         let _ = rt.shared.insight.name.set(self.name.clone());
         if let Some(sig) = self.dump_signal {
             if let Err(e) = dump::signal::watch(&rt.shared, sig) {
@@ -555,12 +558,12 @@ fn worker_main(
     if let Some(tx) = tx {
         let _ = tx.send((i, pinned));
     }
-    let altstack = crate::fiber::overflow::install_altstack();
+    let altstack = crate::runtime::task::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
     let local = WorkerLocal::new(i, shared.clone(), deque);
-    tls::set_worker(&local);
+    context::set_worker(&local);
     local.run();
-    tls::set_worker(std::ptr::null());
+    context::set_worker(std::ptr::null());
     drop(local);
     std::mem::forget(guard);
     finish_handed_off_shutdown(&shared);
@@ -641,7 +644,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
     {
-        if !tls::current_task_ptr().is_null() {
+        if !context::current_task_ptr().is_null() {
             panic!(
                 "Runtime::block_on called from inside a fiber: this would block a worker thread; \
                  use fiber::spawn + fiber::await_fiber inside fibers"
@@ -662,9 +665,9 @@ impl Runtime {
         // or awaited by the root's own unwinding.
         let h = unsafe { crate::fiber::spawn_unchecked(&shared, f, crate::fiber::SpawnOpts::default()) }
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut detector = crate::sync::deadlock::Detector::default();
-        let r = h.join_watching(&shared, crate::sync::deadlock::POLL, |root| {
-            use crate::sync::deadlock::Verdict;
+        let mut detector = crate::runtime::deadlock::Detector::default();
+        let r = h.join_watching(&shared, crate::runtime::deadlock::POLL, |root| {
+            use crate::runtime::deadlock::Verdict;
             match detector.check(&shared, root) {
                 Verdict::Wait => None,
                 Verdict::Warn(report) => {
@@ -1078,7 +1081,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }
     t.cancelling.set(true);
-    let prev = tls::replace_current_task(&**t);
+    let prev = context::replace_current_task(&**t);
     // SAFETY: `transition_to_cancelled` gave us the run permission.
     let (coro, entry, registered) = {
         let body = unsafe { t.body() };
@@ -1093,14 +1096,14 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
     // panicking, which Rust turns into an abort before we could see it.
     contain_drop_panic(t.id, move || drop(coro));
     if had_stack
-        && shared.stack_mode == crate::fiber::stack::StackMode::Slab
-        && !crate::fiber::stack::canary_intact(t.stack_lo.load(Relaxed))
+        && shared.stack_mode == crate::runtime::task::stack::StackMode::Slab
+        && !crate::runtime::task::stack::canary_intact(t.stack_lo.load(Relaxed))
     {
         // The unwinder ran past the bottom of an unguarded stack.
-        crate::fiber::overflow::report_canary(t);
+        crate::runtime::task::overflow::report_canary(t);
     }
     contain_drop_panic(t.id, move || drop(entry));
-    tls::replace_current_task(prev);
+    context::replace_current_task(prev);
     if registered {
         shared.registry.remove(t.id);
     }

@@ -38,16 +38,16 @@ use std::thread::Thread;
 
 use crossbeam_deque::{Injector, Stealer};
 
-use crate::fiber::job::Runnable;
-use crate::fiber::stack::{StackMode, Stacks};
-use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::stack::{StackMode, Stacks};
+use crate::runtime::task::{Task, TaskRef};
 use crate::policy::{LoadProbe, Scheduler, StealChunk};
-use crate::reactor::driver::PollFlag;
-use crate::reactor::Reactor;
-use crate::runtime::idle::{Idle, Sleeper, Sleepers};
-use crate::runtime::wake_slot::WakeSlot;
+use crate::runtime::io::driver::PollFlag;
+use crate::runtime::io::Reactor;
+use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
+use crate::runtime::worker::wake_slot::WakeSlot;
 use crate::topology::{Topology, WorkerSlot};
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// Counters one worker writes (relaxed; read by `Runtime::stats`).
 ///
@@ -57,7 +57,7 @@ use crate::worker::tls;
 /// `Shared::node_of`) must not share a line with them. Without the
 /// alignment, the 128-byte `PublishedLen` reordered the fields and put
 /// `slot` on the line of `spawned`/`completed`: skynet on 2 workers went
-/// from 397-428 ms to 366-552 ms, median 402 -> 429 (issue 15).
+/// from 397-428 ms to 366-552 ms, median 402 -> 429.
 #[derive(Default, Debug)]
 #[repr(align(128))]
 pub(crate) struct Counters {
@@ -126,7 +126,7 @@ pub(crate) struct WorkerShared {
 /// A worker's own queue length (deque + wake slot) as its owner published
 /// it, alone on its cache line: spawners on other workers read this one
 /// line instead of the owner's deque indices, wake slot and a `SeqCst`
-/// fence (issue 15).
+/// fence.
 ///
 /// # The placement probe, and how stale it may be
 ///
@@ -173,7 +173,7 @@ pub(crate) struct PublishedLen {
 
 /// How far a worker's own pushes may take its queue past its published
 /// length before `push_local`/`push_spawned` publish again (see
-/// [`PublishedLen`]). Measured (skynet 1M, 2 workers, issue 15): with 8,
+/// [`PublishedLen`]). Measured (skynet 1M, 2 workers): with 8,
 /// spawners saw busy spawners' queues up to 7 short, placed more children
 /// there and reclaimed fewer (1.47M -> 1.17M reclaims, 400 -> 440-550 ms);
 /// with 1 the decisions are the exact probe's again (1.5M reclaims) and
@@ -294,7 +294,7 @@ impl Sleepers for [WorkerShared] {
             th.unpark();
         }
         // A worker sleeping in `epoll_wait` instead of its futex.
-        crate::reactor::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
+        crate::runtime::io::unpark_poller(&self[i].poll_flag, &self[i].reactor_waker);
     }
 }
 
@@ -362,13 +362,13 @@ pub(crate) struct Shared {
     /// (`fiber::stack`).
     pub(crate) stacks: Stacks,
     /// `block_on` reports a deadlock instead of hanging (see
-    /// `crate::sync::deadlock`).
+    /// `crate::runtime::deadlock`).
     pub(crate) deadlock_detection: AtomicBool,
     /// The rest of the detector's per-runtime state (strict mode, the
     /// one-time warning, external wake sources such as I/O).
-    pub(crate) deadlock: crate::sync::deadlock::RuntimeState,
+    pub(crate) deadlock: crate::runtime::deadlock::RuntimeState,
     /// The I/O reactor, created by the first socket a fiber of this runtime
-    /// waits on (`crate::reactor`).
+    /// waits on (`crate::runtime::io`).
     pub(crate) reactor: OnceLock<Arc<Reactor>>,
     pub(crate) reactor_init: Mutex<()>,
     /// Worker threads left to join when the runtime was dropped inside one
@@ -383,7 +383,7 @@ pub(crate) struct Shared {
     pub(crate) started: AtomicUsize,
     /// Spent tasks beyond what the workers' pools keep
     /// (`fiber::task_pool`).
-    pub(crate) task_spill: crate::fiber::task_pool::TaskSpill,
+    pub(crate) task_spill: crate::runtime::task::pool::TaskSpill,
     /// Dumps and the stall monitor (`runtime::dump`, `runtime::monitor`).
     pub(crate) insight: crate::runtime::dump::Insight,
 }
@@ -422,7 +422,7 @@ impl<'a> SpawnerProbe<'a> {
         if let Some(d) = self.deque.get() {
             return d;
         }
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         debug_assert!(!w.is_null());
         // SAFETY: `new`'s contract: this thread runs worker `me`, alive
         // (and not suspended away from) while the probe is used.
@@ -473,7 +473,7 @@ impl Shared {
             finisher: Mutex::new(None),
             fork_gen: crate::runtime::fork_generation(),
             started: AtomicUsize::new(0),
-            task_spill: crate::fiber::task_pool::TaskSpill::new(),
+            task_spill: crate::runtime::task::pool::TaskSpill::new(),
             insight: crate::runtime::dump::Insight::new(),
         }
     }
@@ -481,7 +481,7 @@ impl Shared {
     /// The index of the calling worker if the caller is a worker of *this*
     /// runtime.
     pub(crate) fn local_worker_index(self: &Arc<Self>) -> Option<usize> {
-        let w = tls::worker_ptr();
+        let w = context::worker_ptr();
         if w.is_null() {
             return None;
         }
@@ -503,7 +503,7 @@ impl Shared {
             // SAFETY: `local_worker_index` checked that this thread runs
             // a worker of this runtime; the pointer is valid for the
             // duration of this call (no suspension in between).
-            let w = unsafe { &*tls::worker_ptr() };
+            let w = unsafe { &*context::worker_ptr() };
             if me == target {
                 self.push_spawned(me, &w.deque, task);
                 return;
@@ -536,7 +536,7 @@ impl Shared {
     /// searching or watching worker takes the entry once it has sat there
     /// for the grace period.
     #[inline]
-    fn hold(&self, w: &crate::worker::WorkerLocal, task: TaskRef) {
+    fn hold(&self, w: &crate::runtime::worker::WorkerLocal, task: TaskRef) {
         w.holding.set(true);
         if let Some(prev) = self.workers[w.index].held.put(task) {
             self.send_on(prev);
@@ -586,8 +586,8 @@ impl Shared {
     /// This thread's worker if it is a worker of *this* runtime, else null
     /// (one TLS accessor call).
     #[inline]
-    pub(crate) fn local_worker(&self) -> *const crate::worker::WorkerLocal {
-        let w = tls::worker_ptr();
+    pub(crate) fn local_worker(&self) -> *const crate::runtime::worker::WorkerLocal {
+        let w = context::worker_ptr();
         // SAFETY: a non-null WORKER pointer refers to this thread's live
         // worker (see `local_worker_index`).
         if !w.is_null() && std::ptr::eq(Arc::as_ptr(unsafe { &(*w).shared }), self) {
@@ -601,7 +601,7 @@ impl Shared {
     /// wait-queue granter reads it once under the lock, `sync::queue`),
     /// on this thread and without suspending since.
     #[inline]
-    pub(crate) fn reschedule_from(&self, local: *const crate::worker::WorkerLocal, task: TaskRef) {
+    pub(crate) fn reschedule_from(&self, local: *const crate::runtime::worker::WorkerLocal, task: TaskRef) {
         if let Some(p) = task.pinned {
             self.workers[p].pinned_inbox.push(task);
             self.notify_worker(p);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::fiber::{Builder, JoinHandle};
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// From a fiber: keep worker `other` busy (a fiber pinned there spins)
 /// until `release` is set (or 60 s pass), so that nobody steals from the
@@ -33,7 +33,7 @@ pub(super) fn occupy(other: usize, release: &Arc<AtomicBool>) -> JoinHandle<()> 
 
 /// From a fiber: the index of the worker running it.
 pub(super) fn my_worker() -> usize {
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     assert!(!w.is_null());
     // SAFETY: a fiber runs on a live worker of this runtime.
     unsafe { (*w).index }

@@ -393,7 +393,7 @@ pub struct MatrixParams {
 }
 
 /// Nanoseconds per multiply-add of `thesis_bench`'s kernel, measured on
-/// this project's machine (release build; see `BENCHMARKS-sim.md`).
+/// this project's development machine (release build).
 pub const NS_PER_MAC: f64 = 0.30;
 
 impl MatrixParams {

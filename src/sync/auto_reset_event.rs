@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 use crate::sync::queue::{wake_all, Outcome, Reason, WaitQueue};
 
 /// An auto-reset event (corolib `auto_reset_event`, cppcoro

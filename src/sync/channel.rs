@@ -21,8 +21,9 @@
 //! # Protocol
 //!
 //! State (buffer, sender and receiver counts) and waiters live in one
-//! wait queue (`src/sync/queue.rs`). Every hand-off to a waiter takes the
-//! internal lock once, on the side that finds the waiter (issue 15):
+//! wait queue, the core every primitive of [`crate::sync`] sits on. Every
+//! hand-off to a waiter takes the internal lock once, on the side that finds
+//! the waiter:
 //!
 //! - A blocked *sender* queues its value with its entry; a receiver that
 //!   frees room (or, at capacity 0, meets it) takes the value out of the
@@ -55,7 +56,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 enum Slot<T> {
     /// A blocked receiver: where a sender puts the value for it.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::mutex::MutexGuard;
 use super::queue::{wake_all, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 /// A condition variable for [`Mutex`](super::Mutex): `wait` unlocks the
 /// mutex and parks the calling fiber (or thread) until notified, then locks

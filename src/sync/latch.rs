@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::queue::{wake_all, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 /// A cyclic barrier for `n` parties (`std::sync::Barrier` shape): each
 /// `wait` parks until `n` callers have arrived, then all continue and the

@@ -1,4 +1,4 @@
-//! The wait queue's internal lock (`WaitQueue`, issue 15): a
+//! The wait queue's internal lock (`WaitQueue`): a
 //! test-and-test-and-set spin lock whose unlock is a plain release store.
 //!
 //! # Why a spin lock here

@@ -37,9 +37,8 @@
 //!
 //! # How waiting works
 //!
-//! Every primitive sits on one wait-queue core (`src/sync/queue.rs`, with
-//! its protocol): an internal lock (a spin lock that yields, then sleeps,
-//! while its holder is preempted: `src/sync/lock.rs`) guards the
+//! Every primitive sits on one wait-queue core: an internal lock (a spin
+//! lock that yields, then sleeps, while its holder is preempted) guards the
 //! primitive's state and a FIFO of waiters. That internal lock is held for
 //! a few instructions and **never across a park, a wake-up or user code**,
 //! so it cannot block a worker for long and cannot deadlock with fibers. A waiter
@@ -49,7 +48,7 @@
 //! value goes into a cell on the blocked receiver's stack), so a hand-off
 //! takes the internal lock once on each side and the woken waiter returns
 //! without locking again; a fiber's wait allocates nothing and counts no
-//! reference (issue 15).
+//! reference.
 //!
 //! A fiber parked here may be resumed by a worker of another NUMA node (it
 //! migrates); fibers spawned with
@@ -99,13 +98,13 @@
 //! [`Builder::deadlock_detection`](crate::Builder::deadlock_detection)
 //! turns the check off. Before it panics, `block_on` destroys its root
 //! fiber (running its destructors), because the root may borrow from the
-//! caller's frame. The proof and its one timing assumption are in
-//! `src/sync/deadlock.rs`.
+//! caller's frame. The proof rests on one timing assumption: a thread
+//! counted as blocked and then woken is run by the OS within the check's
+//! window (about 100 ms).
 
 mod auto_reset_event;
 pub mod channel;
 mod condvar;
-pub(crate) mod deadlock;
 mod latch;
 pub(crate) mod lock;
 mod mutex;

@@ -6,7 +6,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, Ordering::*};
 
 use super::queue::{acquire_without_parking, Inner, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 /// The lock is held.
 const LOCKED: u8 = 0b01;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 use crate::sync::queue::{wake_all, Outcome, Reason, WaitQueue};
 
 /// The error a completion carries: [`Promise::set_error`]'s argument.

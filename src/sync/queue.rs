@@ -19,8 +19,8 @@
 //!    (`Task::wait_signalled`; a fiber waits in one queue at a time), and
 //!    its entry holds its task and runtime as plain pointers, valid while
 //!    the entry is queued (`WakerKind::Fiber`, `SharedRef`): a fiber's
-//!    wait allocates nothing and counts no reference (issue 15; a thread's
-//!    wait allocates a small flag).
+//!    wait allocates nothing and counts no reference (a thread's wait
+//!    allocates a small flag).
 //! 2. *Grant.* A releaser, under the lock, pops the first entry (FIFO) and
 //!    hands it whatever it waited for (the mutex stays locked and changes
 //!    owner; a permit; a value moved into the receiver's cell), then calls
@@ -57,11 +57,11 @@ use std::sync::Arc;
 use super::lock::{SpinGuard, SpinLock};
 use std::time::Instant;
 
-use crate::fiber::packet::{park_caller, park_caller_until};
-use crate::fiber::task::{wait_kind, Task, TaskRef};
+use crate::runtime::task::packet::{park_caller, park_caller_until};
+use crate::runtime::task::{wait_kind, Task, TaskRef};
 use crate::loom::thread::Thread;
 use crate::runtime::shared::Shared;
-use crate::worker::WorkerLocal;
+use crate::runtime::worker::WorkerLocal;
 
 /// The waiter's own handle on its wait: where it reads "granted".
 ///
@@ -145,7 +145,7 @@ enum WakerKind {
 unsafe impl Send for WakerKind {}
 
 /// The waiting fiber's runtime, as its entry sees it: a plain pointer
-/// while queued (no reference count per wait, issue 15), turned into a
+/// while queued (no reference count per wait), turned into a
 /// counted reference by `Waker::signal` (under the queue lock) unless the
 /// granter runs on a worker of that same runtime.
 ///
@@ -270,7 +270,7 @@ impl Waker {
             }
             WakerKind::FiberRef { task, shared } => shared.arc.wake(task),
             WakerKind::Thread(f) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 f.thread.unpark()
             }
         }
@@ -312,12 +312,12 @@ pub(crate) struct Me {
 impl Me {
     #[inline]
     pub(crate) fn current() -> Me {
-        let (w, task) = crate::worker::tls::worker_and_task();
+        let (w, task) = crate::runtime::context::worker_and_task();
         // SAFETY: a non-null WORKER points to this thread's live worker.
         let shared = if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } };
         Me { task, shared }
     }
-    /// The caller is a fiber (`tls::current_task_ptr` is not null).
+    /// The caller is a fiber (`context::current_task_ptr` is not null).
     #[inline]
     pub(crate) fn is_fiber(&self) -> bool {
         !self.task.is_null()
@@ -483,7 +483,7 @@ pub(crate) fn wake_all<P>(es: Vec<Entry<P>>) -> Vec<P> {
 /// A waiter's payload cell, on the waiter's own stack: a granter puts
 /// what the waiter waited for (a channel value) straight into it, under
 /// the queue lock and before the signal, so the woken waiter takes it
-/// without locking again (issue 15: one lock acquisition per hand-off).
+/// without locking again (one lock acquisition per hand-off).
 ///
 /// # Why the cell outlives every write to it
 ///

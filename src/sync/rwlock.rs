@@ -5,7 +5,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use super::queue::{acquire_without_parking, wake_all, Inner, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 #[derive(Default)]
 struct State {

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::queue::{acquire_without_parking, Outcome, Reason, WaitQueue};
-use crate::fiber::task::wait_kind;
+use crate::runtime::task::wait_kind;
 
 /// A counting semaphore whose `acquire` parks the calling fiber (or
 /// thread). Permits are handed to waiters in FIFO order and given back when

@@ -40,8 +40,7 @@ fn build_guarded(build: impl FnOnce() -> Result<HwTopology, String>) -> Result<H
 /// adds CPU model and cache details the scheduler never reads, while PUs,
 /// cores, packages, NUMA nodes and distances all come from the `linux`
 /// component (sysfs). In a VM each `cpuid` traps to the hypervisor; the
-/// component was 1.5-1.7 ms of a 4 ms first detection here (issue 15,
-/// start-up). Other operating systems have no `linux` component; there the
+/// component was 1.5-1.7 ms of a 4 ms first detection here. Other operating systems have no `linux` component; there the
 /// plain build below is used if the restricted one fails.
 const UNNEEDED_COMPONENTS: &[&str] = &["x86"];
 
@@ -49,8 +48,7 @@ const UNNEEDED_COMPONENTS: &[&str] = &["x86"];
 /// `cpuid` pass, no CPU caches or I/O objects (none are read), no memory
 /// attributes or CPU kinds (`NO_MEMATTRS | NO_CPUKINDS`: the per-node
 /// `access*/initiators` and per-CPU `cpufreq`/`cpu_capacity` files, about
-/// 15 of the ~300 system calls of a load on this 2-PU machine; issue 15,
-/// start-up). Distances stay: the policies read them.
+/// 15 of the ~300 system calls of a load on this 2-PU machine). Distances stay: the policies read them.
 fn build_restricted() -> Result<HwTopology, String> {
     use hwlocality::object::types::ObjectType as T;
     use hwlocality::topology::builder::{BuildFlags, TypeFilter};
@@ -94,7 +92,7 @@ fn real_topology() -> Result<&'static HwTopology, String> {
 /// ([`real_topology`]); turning it into a [`Topology`] for the current
 /// affinity cost about 19,000 instructions per runtime build (the
 /// extraction and a bit-by-bit affinity scan), which a repeated build
-/// (300 runtimes in one process, issue 15, start-up) paid every time. The
+/// (300 runtimes in one process) paid every time. The
 /// affinity is read again on every call (one `sched_getaffinity`), so a
 /// process that changes it gets a fresh topology.
 static DETECTED: std::sync::Mutex<Option<(Vec<usize>, Topology)>> = std::sync::Mutex::new(None);

@@ -4,7 +4,7 @@
 //! `tests/loom.rs` run this code (with a stand-in for `mio::Poll`).
 
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering::*};
-use crate::runtime::idle::Sleeper;
+use crate::runtime::worker::idle::Sleeper;
 
 /// Who may poll the reactor: at most one worker at a time (the *driver*).
 ///

@@ -155,7 +155,7 @@ const FIRST_SLAB_STACKS: usize = 16;
 /// CPU that ran the process, idle ones included (lazy TLB): a runtime that
 /// only ever used its first slab (a short-lived one) paid 19-20 µs for that
 /// `munmap` in its shutdown in this VM, against 4 µs for a 1 MiB slab
-/// (issue 15, start-up; BENCHMARKS.md "Start-up, part 5").
+/// (measured for start-up; BENCHMARKS.md, "Start-up, part 5").
 const FIRST_SLAB_BYTES: usize = 1 << 20;
 
 /// Stacks in slab number `k` (from 0) of a class with stacks of `usable`

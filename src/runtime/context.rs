@@ -14,8 +14,8 @@ use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use super::WorkerLocal;
-use crate::fiber::task::Task;
+use crate::runtime::worker::WorkerLocal;
+use crate::runtime::task::Task;
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };

@@ -2,7 +2,8 @@
 //!
 //! See `README.md` in this directory for the parking and shutdown protocol.
 
-pub(crate) mod tls;
+pub(crate) mod idle;
+pub(crate) mod wake_slot;
 mod yield_queue;
 
 use std::cell::{Cell, RefCell};
@@ -18,11 +19,12 @@ use corosensei::{Coroutine, CoroutineResult};
 use crossbeam_deque::{Steal, Worker as Deque};
 
 use crate::error::JoinError;
-use crate::fiber::stack::{budget, StackError, StackMode, StackPool};
-use crate::fiber::job::{JobMain, JobRef, Runnable};
-use crate::fiber::task::{NewTask, Suspend, Task, TaskRef};
-use crate::fiber::task_pool::TaskPool;
+use crate::runtime::task::stack::{budget, StackError, StackMode, StackPool};
+use crate::runtime::task::job::{JobMain, JobRef, Runnable};
+use crate::runtime::task::{NewTask, Suspend, Task, TaskRef};
+use crate::runtime::task::pool::TaskPool;
 use crate::policy::ThiefState;
+use crate::runtime::context;
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
 
 /// Every this many scheduling ticks the inboxes and the yield queue are
@@ -115,7 +117,7 @@ impl Ord for Timer {
 
 /// The thread-owned part of a worker. Lives on the worker thread's stack
 /// for the whole loop; fibers running on this thread reach it through
-/// `tls::worker_ptr`, and only through shared references (all mutation is
+/// `context::worker_ptr`, and only through shared references (all mutation is
 /// by `Cell`/`RefCell`, borrowed briefly and never across a resume).
 pub(crate) struct WorkerLocal {
     pub(crate) index: usize,
@@ -123,7 +125,7 @@ pub(crate) struct WorkerLocal {
     /// `&shared.workers[index]`, without the bounds check and the two
     /// loads on every use (see `me`).
     me: *const WorkerShared,
-    /// This thread's `CURRENT` cell (`tls::current_task_slot`), cached by
+    /// This thread's `CURRENT` cell (`context::current_task_slot`), cached by
     /// `run`: the worker loop never runs on a fiber stack, so it never
     /// changes threads, and it writes the running fiber around each resume
     /// without an accessor call.
@@ -306,7 +308,7 @@ impl WorkerLocal {
     /// The worker's main loop. Returns when the runtime shuts down.
     pub(crate) fn run(&self) {
         let shared = &self.shared;
-        self.current.set(tls::current_task_slot());
+        self.current.set(context::current_task_slot());
         // Dumps and the stall monitor read the running fiber from here
         // (`runtime::dump::running`).
         self.me().insight.publish(self.current.get());
@@ -729,8 +731,8 @@ impl WorkerLocal {
             };
             let main = entry.take().expect("a queued unstarted fiber has its entry");
             task.stack_lo.store(corosensei::stack::Stack::limit(&stack).get(), Relaxed);
-            let tp: *const crate::fiber::task::Task = &*task;
-            *slot = Some(Coroutine::with_stack(stack, move |y: &crate::fiber::task::FiberYielder, ()| {
+            let tp: *const crate::runtime::task::Task = &*task;
+            *slot = Some(Coroutine::with_stack(stack, move |y: &crate::runtime::task::FiberYielder, ()| {
                 // SAFETY: the coroutine runs only while its task's run
                 // permission is held by the resuming worker, and the task
                 // outlives its coroutine (the coroutine lives in the task's
@@ -759,8 +761,8 @@ impl WorkerLocal {
                 self.holding.set(false);
                 shared.release_held(self.index);
             }
-            if self.slab_stacks && !crate::fiber::stack::canary_intact(task.stack_lo.load(Relaxed)) {
-                crate::fiber::overflow::report_canary(&task);
+            if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {
+                crate::runtime::task::overflow::report_canary(&task);
             }
             Counters::bump(&self.counters().resumes, 1);
             match r {
@@ -862,7 +864,7 @@ impl WorkerLocal {
         debug_assert!(self.run_next.borrow().is_none());
         let me = self.me();
         let io_tick = self.io_tick.get() + 1;
-        if io_tick >= crate::reactor::BUSY_POLL_TICKS
+        if io_tick >= crate::runtime::io::BUSY_POLL_TICKS
             || self.has_resume_after()
             || self.timer_count.get() != 0
             || self.starved_len.get() != 0
@@ -891,17 +893,17 @@ impl WorkerLocal {
     #[inline]
     fn poll_reactor_if_due(&self) {
         let t = self.io_tick.get() + 1;
-        if t < crate::reactor::BUSY_POLL_TICKS {
+        if t < crate::runtime::io::BUSY_POLL_TICKS {
             self.io_tick.set(t);
             return;
         }
         self.io_tick.set(0);
-        crate::reactor::poll_busy(&self.shared, self.index);
+        crate::runtime::io::poll_busy(&self.shared, self.index);
     }
 
     /// Sleep until work may be there (protocol in `runtime::idle` and
     /// `runtime::shared`): on the thread's futex, or in the reactor's
-    /// `epoll_wait` if this worker is the driver (`reactor/README.md`);
+    /// `epoll_wait` if this worker is the driver (`runtime/io/README.md`);
     /// either way no longer than the next timer.
     fn park_idle(&self) {
         let shared = &self.shared;
@@ -934,7 +936,7 @@ impl WorkerLocal {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                crate::reactor::park_worker(shared, self.index, deadline, &mut ready)
+                crate::runtime::io::park_worker(shared, self.index, deadline, &mut ready)
             },
         );
         if watch_until.is_some() {
@@ -1071,7 +1073,7 @@ impl WorkerLocal {
 
 /// A thief's take of another worker's slot entry: only once the same entry
 /// (generation) has been seen there for `SLOT_GRACE`.
-fn steal_ripe(slot: &crate::runtime::wake_slot::WakeSlot<Task>) -> Option<TaskRef> {
+fn steal_ripe(slot: &crate::runtime::worker::wake_slot::WakeSlot<Task>) -> Option<TaskRef> {
     let gen = slot.generation();
     if !slot.is_occupied() || !slot.ripe(gen, Instant::now(), SLOT_GRACE) {
         return None;

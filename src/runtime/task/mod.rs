@@ -31,7 +31,7 @@
 //!    grant, `sync::queue::Waker`, which holds only a pointer), or releases
 //!    it because it pushes its own (`Shared::wake`); the drain's
 //!    `PARKED -> DONE` releases it (`runtime::destroy`). So a park/wake
-//!    through a wait queue counts no reference (issue 15).
+//!    through a wait queue counts no reference.
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
 //!    touched again except to drop it by the last `TaskRef`, or to write a
 //!    new task over it when that last reference goes to a worker's task
@@ -77,6 +77,12 @@
 //! and every `TaskRef` held elsewhere (the join handle, a scope's list, the
 //! deadlock detector, the parked registry) stay right.
 
+pub(crate) mod job;
+pub(crate) mod overflow;
+pub(crate) mod packet;
+pub(crate) mod pool;
+pub(crate) mod stack;
+
 use std::cell::{Cell, UnsafeCell};
 use std::panic::Location;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
@@ -103,10 +109,10 @@ pub(crate) enum Suspend {
     Reclaim,
 }
 
-pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::fiber::stack::FiberStack>;
+pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::runtime::task::stack::FiberStack>;
 pub(crate) type FiberYielder = Yielder<(), Suspend>;
-pub(crate) use crate::fiber::packet::Entry;
-use crate::fiber::packet::MainSlot;
+pub(crate) use crate::runtime::task::packet::Entry;
+use crate::runtime::task::packet::MainSlot;
 pub(crate) type TaskRef = Arc<Task>;
 
 /// Lifecycle values (low two bits of `state`).

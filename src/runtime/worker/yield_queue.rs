@@ -8,7 +8,7 @@
 
 use std::cell::UnsafeCell;
 
-use crate::fiber::task::TaskRef;
+use crate::runtime::task::TaskRef;
 
 /// Initial capacity (a power of two).
 const INITIAL: usize = 8;
@@ -130,9 +130,9 @@ impl YieldQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fiber::task::Task;
+    use crate::runtime::task::Task;
 
-    use crate::fiber::packet::NopMain as Nop;
+    use crate::runtime::task::packet::NopMain as Nop;
 
     fn task(id: u64) -> TaskRef {
         Task::new(id, None, crate::fiber::DEFAULT_STACK_SIZE, None, Box::new(Nop))

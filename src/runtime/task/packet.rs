@@ -1,7 +1,7 @@
 //! Join state of one fiber: the result slot, the waiter, and the fiber's
 //! main function that fills it.
 //!
-//! # The packet protocol (lock-free; issue 15)
+//! # The packet protocol (lock-free)
 //!
 //! A [`Packet`] is shared by a fiber's [`Main`] (the *completer*, which
 //! publishes the result once) and its `JoinHandle` (the *owner*, which
@@ -166,9 +166,9 @@ use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::thread::{self, Thread};
 
 use crate::error::JoinError;
-use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::shared::Shared;
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// Someone blocked until an event: a parked fiber or a parked thread.
 #[derive(Clone)]
@@ -199,7 +199,7 @@ impl Waiter {
         match self {
             Waiter::Fiber { task, shared } => shared.wake(task),
             Waiter::Thread(t) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 t.unpark()
             }
         }
@@ -209,10 +209,10 @@ impl Waiter {
 /// Block the caller (fiber or thread) until woken; may return spuriously.
 #[inline] // the switch inlined into the waiting loop: see `fiber::yield_now`
 pub(crate) fn park_caller() {
-    let t = tls::current_task_ptr();
+    let t = context::current_task_ptr();
     if t.is_null() {
         // Counted for the deadlock proof: this thread wakes nobody now.
-        let _blocked = crate::sync::deadlock::ThreadBlocked::enter();
+        let _blocked = crate::runtime::deadlock::ThreadBlocked::enter();
         thread::park();
     } else {
         crate::fiber::park_task(t);
@@ -227,8 +227,8 @@ pub(crate) fn park_caller_until(deadline: std::time::Instant) {
     if now >= deadline {
         return;
     }
-    let w = tls::worker_ptr();
-    let t = tls::current_task_ptr();
+    let w = context::worker_ptr();
+    let t = context::current_task_ptr();
     if t.is_null() || w.is_null() {
         std::thread::park_timeout(deadline - now);
         return;
@@ -265,7 +265,7 @@ impl Inline {
     /// The caller, as the owner's waiter.
     #[inline]
     fn current() -> Inline {
-        let (w, task) = tls::worker_and_task();
+        let (w, task) = context::worker_and_task();
         if w.is_null() || task.is_null() {
             return Inline::Thread(thread::current());
         }
@@ -306,7 +306,7 @@ impl Inline {
                 }
             }
             Inline::Thread(t) => {
-                crate::sync::deadlock::note_thread_wake();
+                crate::runtime::deadlock::note_thread_wake();
                 t.unpark();
             }
         }

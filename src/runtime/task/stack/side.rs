@@ -22,7 +22,7 @@ use std::sync::Once;
 use corosensei::stack::{Stack, StackPointer};
 
 use super::os;
-use crate::worker::tls;
+use crate::runtime::context;
 
 const SIDE_STACK_SIZE: usize = 256 * 1024;
 
@@ -74,7 +74,7 @@ thread_local! {
 /// directly otherwise, or when the side stack is busy (a nested use)
 /// or cannot be made.
 pub(crate) fn off_fiber_stack<R>(f: impl FnOnce() -> R) -> R {
-    if tls::current_task_ptr().is_null() {
+    if context::current_task_ptr().is_null() {
         return f();
     }
     let mut f = Some(f);

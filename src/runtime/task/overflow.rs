@@ -7,7 +7,7 @@
 //! made in `install_altstack`; when the worker exits it is kept for the
 //! next worker, or freed), looks at the faulting address and the fiber
 //! running on this thread
-//! (`tls::current_task_ptr`), and, if the address is in that fiber's guard
+//! (`context::current_task_ptr`), and, if the address is in that fiber's guard
 //! page, prints a message in the spirit of Rust's own
 //! "thread 'x' has overflowed its stack", naming the fiber, its stack size
 //! and how to ask for a larger one, then aborts. Any other fault goes to the
@@ -25,7 +25,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Once;
 
-use crate::worker::tls;
+use crate::runtime::context;
 
 static INSTALL: Once = Once::new();
 /// The previous `sigaction`s for SIGSEGV and SIGBUS (boxed, leaked).
@@ -73,8 +73,8 @@ pub(crate) struct AltStack {
 
 /// Altstacks of exited workers, for the next workers (of this or a later
 /// runtime): a worker's start and exit then cost no `mmap`/`munmap` (each
-/// `munmap` in a multi-threaded process is a TLB shootdown; issue 15,
-/// start-up). At most [`MAX_SPARE`] are kept; they are mostly untouched
+/// `munmap` in a multi-threaded process is a TLB shootdown, which
+/// start-up paid). At most [`MAX_SPARE`] are kept; they are mostly untouched
 /// pages (the handler runs only on a fault), so they cost address space,
 /// not memory. Taken with `try_lock` only: a contended or poisoned list
 /// (or one a `fork` left locked) means a fresh `mmap`, never a wait.
@@ -148,7 +148,7 @@ pub(crate) fn install_altstack() -> Option<AltStack> {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let t = tls::current_task_ptr();
+    let t = context::current_task_ptr();
     if !t.is_null() {
         // SAFETY: CURRENT points to the task this thread is running; its
         // fields are plain loads (no locks, no allocation).
@@ -222,7 +222,7 @@ impl Buf {
 
 /// A slab stack's canary was overwritten: the fiber overflowed its stack
 /// (unguarded mode). Report like a guard-page hit, then abort.
-pub(crate) fn report_canary(task: &crate::fiber::task::Task) -> ! {
+pub(crate) fn report_canary(task: &crate::runtime::task::Task) -> ! {
     report(task);
     let msg = b"(detected by the stack canary of an unguarded slab stack: memory below the stack may be damaged)\n";
     // SAFETY: write(2) with a valid buffer.
@@ -230,7 +230,7 @@ pub(crate) fn report_canary(task: &crate::fiber::task::Task) -> ! {
     std::process::abort()
 }
 
-fn report(task: &crate::fiber::task::Task) {
+fn report(task: &crate::runtime::task::Task) {
     let mut b = Buf { b: [0; 512], n: 0 };
     b.s(b"\nfiber ");
     b.u(task.id);

@@ -12,8 +12,7 @@
 //! steal: `WorkerLocal::steal` returns at once there, and nothing else
 //! calls `steal` on another worker's slot; fixed when the runtime is built)
 //! is private to its owner, which then puts and takes with plain loads and
-//! stores (issue 15: two locked instructions less per wake-up on one
-//! worker).
+//! stores (two locked instructions less per wake-up on one worker).
 //!
 //! Thieves take an
 //! entry only once it has sat in the slot for a grace period: the
@@ -23,7 +22,7 @@
 //! The first sighting of an entry is stamped in the slot itself
 //! ([`ripe`](WakeSlot::ripe)), shared by all thieves, so that no thief
 //! keeps a record per victim (memory per worker independent of the worker
-//! count, issue 12). The stamp is a relaxed hint outside the handshake: a
+//! count). The stamp is a relaxed hint outside the handshake: a
 //! stale or racing stamp can only make a thief take an entry a little early
 //! or late, and the swap still gives each entry to exactly one party.
 

@@ -5,7 +5,7 @@
 //! surplus entry a reclaim leaves in B's inbox (`fiber::task`, "Reclaim")
 //! holds the last reference, and B drops it. glibc then takes A's arena
 //! lock while A mallocs: skynet 1M on 2 workers spent about a quarter of
-//! its samples in that lock's futex waits and wakes (issue 15). So the
+//! its samples in that lock's futex waits and wakes. So the
 //! places where a worker drops what may be a task's last reference hand
 //! it to that worker's [`TaskPool`] instead, and a spawn on a worker writes
 //! the new task over one from its pool: no `malloc`, no `free`, and the
@@ -91,9 +91,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::fiber::task::{NewTask, TaskRef};
+use crate::runtime::task::{NewTask, TaskRef};
 use crate::runtime::shared::Counters;
-use crate::worker::tls;
+use crate::runtime::context;
 
 /// Most tasks one worker's pool keeps (module docs, "Bound and memory").
 pub(crate) const TASK_POOL_CAP: usize = 256;
@@ -239,7 +239,7 @@ pub(crate) fn release(t: TaskRef) {
 
 #[inline(never)]
 fn release_to_worker(t: TaskRef) {
-    let w = tls::worker_ptr();
+    let w = context::worker_ptr();
     if w.is_null() {
         return;
     }
@@ -252,9 +252,9 @@ fn release_to_worker(t: TaskRef) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fiber::task::Task;
+    use crate::runtime::task::Task;
 
-    use crate::fiber::packet::NopMain as Nop;
+    use crate::runtime::task::packet::NopMain as Nop;
 
     fn new_task(id: u64, name: Option<&str>) -> NewTask {
         NewTask {
@@ -315,7 +315,7 @@ mod tests {
         let (pool, spill, reused) = (TaskPool::new(), TaskSpill::new(), AtomicU64::new(0));
         let old = spent(7);
         // Dirty what a fiber's life leaves behind.
-        crate::fiber::set_task_wait_reason(&old, crate::fiber::task::wait_kind::JOIN, 5);
+        crate::fiber::set_task_wait_reason(&old, crate::runtime::task::wait_kind::JOIN, 5);
         old.timed_wait_over();
         old.stack_lo.store(4096, Relaxed);
         old.cancelling.set(true);
@@ -333,7 +333,7 @@ mod tests {
         assert!(t.is_fresh() && !t.is_surplus(), "QUEUED | FRESH");
         assert!(!t.cancelling.get());
         assert_eq!(t.stack_lo.load(Relaxed), 0);
-        assert_eq!(t.wait_kind.load(Relaxed), crate::fiber::task::wait_kind::NONE);
+        assert_eq!(t.wait_kind.load(Relaxed), crate::runtime::task::wait_kind::NONE);
         assert_eq!(t.wait_obj.load(Relaxed), 0);
         assert_eq!(t.timer_gen(), 0);
         // SAFETY: a fresh task nobody else references.

@@ -58,7 +58,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::fiber::task::{wait_kind, TaskRef};
+use crate::runtime::task::{wait_kind, TaskRef};
 use crate::runtime::shared::Shared;
 
 /// How often `block_on` checks.
@@ -271,7 +271,7 @@ fn quiescent(shared: &Shared) -> Option<u64> {
     if shared.idle.num_sleeping() != shared.workers.len() {
         return None;
     }
-    // Fibers waiting on sockets: a peer may wake them (`crate::reactor`).
+    // Fibers waiting on sockets: a peer may wake them (`crate::runtime::io`).
     if shared.reactor.get().is_some_and(|r| r.waiting() != 0) {
         return None;
     }

@@ -30,8 +30,8 @@ use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
 use crate::error::JoinError;
-use crate::fiber::packet::{park_caller, FiberMain, Waiter};
-use crate::fiber::task::TaskRef;
+use crate::runtime::task::packet::{park_caller, FiberMain, Waiter};
+use crate::runtime::task::TaskRef;
 
 /// What the deques and inboxes hold.
 pub(crate) enum Runnable {

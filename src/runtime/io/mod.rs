@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use mio::event::Source;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
-use crate::fiber::task::TaskRef;
+use crate::runtime::task::TaskRef;
 use crate::runtime::shared::Shared;
 
 use self::driver::{Gate, PollFlag};
