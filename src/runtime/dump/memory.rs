@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::FiberDump;
-use crate::fiber::task::TaskRef;
+use crate::runtime::task::TaskRef;
 
 /// Pages asked about per `move_pages` call.
 const BATCH: usize = 4096;
@@ -22,8 +22,8 @@ const RUN_PAGES: usize = 1 << 18;
 /// over their whole run: a syscall per run of up to `RUN_PAGES` pages, not
 /// per fiber (a run that is not mapped throughout falls back to a call
 /// per stack).
-pub(super) fn fill(fibers: &mut [FiberDump], tasks: &[TaskRef], mode: crate::fiber::stack::StackMode) {
-    let page = crate::fiber::stack::os::page_size();
+pub(super) fn fill(fibers: &mut [FiberDump], tasks: &[TaskRef], mode: crate::runtime::task::stack::StackMode) {
+    let page = crate::runtime::task::stack::os::page_size();
     // (first page, page count, fiber index), by address.
     let mut stacks: Vec<(usize, usize, usize)> = Vec::new();
     for (i, t) in tasks.iter().enumerate() {
@@ -32,8 +32,8 @@ pub(super) fn fill(fibers: &mut [FiberDump], tasks: &[TaskRef], mode: crate::fib
             continue;
         }
         // A guarded stack's recorded low end is its guard page's.
-        let lo = if mode == crate::fiber::stack::StackMode::Guarded { lo + page } else { lo };
-        let Some(len) = crate::fiber::stack::usable_len(t.stack_size, mode) else { continue };
+        let lo = if mode == crate::runtime::task::stack::StackMode::Guarded { lo + page } else { lo };
+        let Some(len) = crate::runtime::task::stack::usable_len(t.stack_size, mode) else { continue };
         // Unguarded slab stacks need not start on a page.
         let top = lo + len;
         let first = lo / page;

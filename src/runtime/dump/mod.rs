@@ -75,7 +75,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fiber::task::{self, wait_kind, Task, TaskRef};
+use crate::runtime::task::{self, wait_kind, Task, TaskRef};
 use crate::runtime::shared::Shared;
 
 pub use grouped::Grouped;

@@ -48,7 +48,7 @@
 use std::sync::atomic::{compiler_fence, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, OnceLock};
 
-use crate::fiber::task::{Task, TaskRef};
+use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::shared::{Shared, WorkerShared};
 
 /// Per worker (in `WorkerShared::insight`).
