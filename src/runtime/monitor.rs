@@ -72,7 +72,8 @@ const MONITOR_STACK: usize = 256 << 10;
 ///     }).unwrap();
 ///     h.join().unwrap();
 /// });
-/// assert_eq!(seen.lock().unwrap().as_slice(), [Some("spinner".to_string())]);
+/// // (another fiber may be reported too if the OS preempts a worker that long)
+/// assert!(seen.lock().unwrap().contains(&Some("spinner".to_string())));
 /// # Ok::<(), numafiber::BuildError>(())
 /// ```
 #[derive(Debug, Clone)]
