@@ -50,6 +50,11 @@ pub(crate) mod spawn;
 pub(crate) mod task;
 pub(crate) mod wait;
 pub(crate) mod worker;
+pub(crate) mod dump;
+pub(crate) mod monitor;
+
+pub use dump::{Dump, FiberDump, FiberState, Grouped, NodeDump, Wait, WaitKind, WorkerActivity, WorkerDump};
+pub use monitor::{StallReport, DEFAULT_STALL_THRESHOLD};
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]
@@ -61,6 +66,7 @@ mod test_support;
 // uses to spawn, park, wake and ask about the running fiber. Nothing else
 // of the engine is meant to be reached from outside this folder.
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
+pub(crate) use deadlock::IdleHelper;
 pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
 pub(crate) use task::join::wait_child;
@@ -132,6 +138,9 @@ pub struct Builder {
     stack_mode: StackMode,
     deadlock_detection: bool,
     strict_deadlock: bool,
+    stall_threshold: Option<std::time::Duration>,
+    on_stall: Option<monitor::StallHook>,
+    dump_signal: Option<i32>,
 }
 
 impl Default for Builder {
@@ -149,6 +158,9 @@ impl Default for Builder {
             stack_mode: StackMode::Guarded,
             deadlock_detection: true,
             strict_deadlock: false,
+            stall_threshold: Some(monitor::DEFAULT_STALL_THRESHOLD),
+            on_stall: None,
+            dump_signal: None,
         }
     }
 }
@@ -304,6 +316,62 @@ impl Builder {
         self
     }
 
+    /// How long a fiber may run without giving control back to its worker
+    /// before the stall monitor reports it (default
+    /// [`DEFAULT_STALL_THRESHOLD`], 50 ms); `None` turns the monitor off.
+    ///
+    /// The monitor is a thread per runtime that samples each worker's
+    /// switch counter every quarter threshold (nothing is added to the
+    /// switch path) and parks while every worker sleeps. A fiber over the
+    /// threshold is reported once per incident through
+    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
+    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
+    /// [`BuildErrorKind::ZeroStallThreshold`] error at [`build`](Self::build).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = numafiber::Runtime::builder().workers(1).stall_threshold(Some(Duration::from_millis(20))).build()?;
+    /// let quiet = numafiber::Runtime::builder().workers(1).stall_threshold(None).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Option<std::time::Duration>) -> Builder {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// What the stall monitor does with a [`StallReport`] (default: print
+    /// it to stderr). Runs on the monitor thread, once per incident; it may
+    /// take a [`Runtime::dump`] through a [`Handle`].
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder()
+    ///     .workers(1)
+    ///     .on_stall(|r| eprintln!("slow fiber {:?} on worker {}", r.fiber_id(), r.worker()))
+    ///     .build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Builder {
+        self.on_stall = Some(monitor::StallHook(Arc::new(hook)));
+        self
+    }
+
+    /// Print a dump of this runtime to stderr whenever the process gets
+    /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
+    /// then every fiber. The handler only writes a byte to a pipe; a
+    /// helper thread takes and prints the dump. Installing the handler
+    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
+    /// dump). A signal that cannot be caught is a
+    /// [`BuildErrorKind::Signal`] error at [`build`](Self::build).
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Builder {
+        self.dump_signal = Some(signal);
+        self
+    }
+
     /// Start the workers.
     ///
     /// # Errors
@@ -318,6 +386,17 @@ impl Builder {
         register_fork_handler();
         if self.name.contains('\0') {
             return Err(BuildError::new(BuildErrorKind::InvalidName(self.name)));
+        }
+        if self.stall_threshold == Some(std::time::Duration::ZERO) {
+            return Err(BuildError::new(BuildErrorKind::ZeroStallThreshold));
+        }
+        if let Some(sig) = self.dump_signal {
+            if !(1..=64).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                return Err(BuildError::new(BuildErrorKind::Signal {
+                    signal: sig,
+                    reason: "not a signal a handler can catch".into(),
+                }));
+            }
         }
         match crate::runtime::task::stack::check_size(self.stack_size, self.stack_mode) {
             Ok(()) => {}
@@ -399,6 +478,7 @@ impl Builder {
                 poll_flag: crate::runtime::io::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
                 published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
+                insight: Default::default(),
             })
             .collect();
         let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
@@ -471,6 +551,22 @@ impl Builder {
             return Err(BuildError::new(kind));
         }
         crate::runtime::deadlock::register_runtime(&rt.shared);
+        let _ = rt.shared.insight.name.set(self.name.clone());
+        if let Some(sig) = self.dump_signal {
+            if let Err(e) = dump::signal::watch(&rt.shared, sig) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::Signal { signal: sig, reason: e.to_string() }));
+            }
+        }
+        if let Some(threshold) = self.stall_threshold {
+            // The coarse clock runs from now on (fibers' ages).
+            rt.shared.insight.tick();
+            let hook = self.on_stall.clone().unwrap_or_else(monitor::StallHook::stderr);
+            if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
+            }
+        }
         Ok(rt)
     }
 }
@@ -595,6 +691,7 @@ impl Runtime {
     /// rt.block_on(|| local.push(4));
     /// assert_eq!(local, [1, 2, 3, 4]);
     /// ```
+    #[track_caller]
     pub fn block_on<'a, F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'a,
@@ -653,6 +750,7 @@ impl Runtime {
     /// let h = rt.spawn(|| 1 + 1);
     /// assert_eq!(h.join().unwrap(), 2);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -677,6 +775,35 @@ impl Runtime {
     /// ```
     pub fn handle(&self) -> Handle {
         Handle { shared: self.shared.clone() }
+    }
+
+    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
+    /// see [`Dump`] for how to read it and what is a snapshot.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let d = rt.block_on(|| {
+    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
+    ///     fiber::yield_now(); // let it start and park
+    ///     let d = Runtime::dump_current();
+    ///     h.join().unwrap();
+    ///     d
+    /// });
+    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
+    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
+    }
+
+    /// [`Runtime::dump`] of the runtime running the calling fiber
+    /// (`Handle::current().dump()`).
+    ///
+    /// # Panics
+    /// Outside a fiber.
+    pub fn dump_current() -> Dump {
+        Handle::current().dump()
     }
 
     /// A snapshot of the runtime's counters.
@@ -762,6 +889,7 @@ impl Runtime {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.shared.insight.monitor.join();
         drain(&self.shared);
     }
 }
@@ -914,6 +1042,7 @@ impl Handle {
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
     /// assert_eq!(rt.handle().spawn(|| 1).join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -931,6 +1060,7 @@ impl Handle {
     /// let e = h.try_spawn(|| ()).unwrap_err();
     /// assert!(matches!(e.kind(), numafiber::SpawnErrorKind::ShuttingDown));
     /// ```
+    #[track_caller]
     pub fn try_spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, crate::SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -947,6 +1077,20 @@ impl Handle {
     /// ```
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
+    }
+
+    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
+    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
+    /// fibers still registered and no running ones.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
+    /// assert_eq!(d.workers().count(), 1);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

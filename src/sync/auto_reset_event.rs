@@ -119,6 +119,7 @@ impl AutoResetEvent {
     /// std::thread::spawn(move || e2.set());
     /// e.wait();
     /// ```
+    #[track_caller]
     pub fn wait(&self) {
         self.wait_until(None);
     }
@@ -131,10 +132,12 @@ impl AutoResetEvent {
     /// let e = numafiber::sync::AutoResetEvent::new();
     /// assert!(!e.wait_timeout(Duration::from_millis(1)));
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&self, dur: Duration) -> bool {
         self.wait_until(Instant::now().checked_add(dur))
     }
 
+    #[track_caller]
     fn wait_until(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();

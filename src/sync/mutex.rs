@@ -104,6 +104,7 @@ impl<T: ?Sized> Mutex<T> {
     /// *m.lock() += 1;
     /// assert_eq!(*m.lock(), 2);
     /// ```
+    #[track_caller]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_err() {
             self.lock_slow();
@@ -149,6 +150,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[cold]
+    #[track_caller]
     fn lock_slow(&self) {
         let (id, node) = {
             let mut q = self.queue.lock();
@@ -243,6 +245,7 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         m
     }
     /// Re-create a guard after `lock` (used by [`super::Condvar`]).
+    #[track_caller]
     pub(crate) fn relock(m: &'a Mutex<T>) -> MutexGuard<'a, T> {
         m.lock()
     }

@@ -303,6 +303,7 @@ impl<T> Future<T> {
     /// drop(p);
     /// assert!(f.wait().unwrap_err().is_broken());
     /// ```
+    #[track_caller]
     pub fn wait(mut self) -> Result<T, FutureError> {
         self.wait_until(None)
     }
@@ -318,6 +319,7 @@ impl<T> Future<T> {
     /// p.set('x');
     /// assert_eq!(f.wait_timeout(Duration::from_secs(1)).unwrap(), 'x');
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&mut self, dur: Duration) -> Result<T, FutureError> {
         match Instant::now().checked_add(dur) {
             Some(d) => self.wait_until(Some(d)),
@@ -325,6 +327,7 @@ impl<T> Future<T> {
         }
     }
 
+    #[track_caller]
     fn wait_until(&mut self, deadline: Option<Instant>) -> Result<T, FutureError> {
         loop {
             let (id, node) = {
