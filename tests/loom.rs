@@ -20,6 +20,9 @@
 //!   `thread::park/unpark`;
 //! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
 //!   `Latch::set/wait`);
+//! * a `select`'s one-shot token (`sync::select::{Token, TokenRef}`)
+//!   claimed by senders on two channels against the select's abort, on
+//!   the real queue `Inner`, lock and hand-off cells;
 //! * the channel's hand-off into a waiting receiver's cell
 //!   (`sync::queue::{Inner, Handoff, Node, Waker}`: push, grant with
 //!   `grant_first_where_then`, signal, remove), with a loom `Mutex` in
@@ -54,7 +57,10 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SlotModel, SpinLockModel};
+use numafiber::__loom::{
+    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel, SelectWaiter, SlotModel,
+    SpinLockModel,
+};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -1111,6 +1117,70 @@ fn handoff_grant_vs_park() {
         assert_eq!(sender.join().unwrap(), None, "a receiver waited: the value was handed over");
         assert_eq!(got, Some(7));
         assert_eq!(cell.take_again(), None);
+    });
+}
+
+/// A select registered on two channels (`sync::select`, steps 2-4) while
+/// a sender on each channel tries to hand it a value, and the select
+/// leaves at once (a deadline): the real one-shot `Token` (CAS), the real
+/// `TokenRef::claim` as the granting predicate, the real queue `Inner`,
+/// lock and hand-off cells. Exactly one of three parties wins the round:
+/// one sender (its value is in that arm's cell, the other sender keeps
+/// its value and the select removes its stale entry) or the select's
+/// abort (both senders keep their values, both entries are removed).
+/// loom's cell checks order each sender's write before the select's read
+/// (through the barrier lock) and find no write after the round ended.
+#[test]
+fn select_claim_vs_abort() {
+    check("select_claim_vs_abort", None, || {
+        let m = Arc::new(SelectModel::new());
+        let mut w = SelectWaiter::new();
+        m.register(&mut w);
+        let (m1, m2) = (m.clone(), m.clone());
+        let s1 = thread::spawn(move || m1.send(0, 10));
+        let s2 = thread::spawn(move || m2.send(1, 20));
+        let _ = w.selected(); // one look, then the deadline
+        let (got, removed) = m.leave(&mut w);
+        let back = [s1.join().unwrap(), s2.join().unwrap()];
+        assert_eq!((m.cell_again(&w, 0), m.cell_again(&w, 1)), (None, None), "no write after the round");
+        match got {
+            Some((i, v)) => {
+                assert_eq!(v, [10, 20][i]);
+                assert_eq!(back[i], None, "the winner's value went to the select");
+                assert_eq!(back[1 - i], Some([10, 20][1 - i]), "the loser kept its value");
+                assert!(!removed[i] && removed[1 - i], "only the winner's entry was popped: {removed:?}");
+            }
+            None => {
+                assert_eq!(back, [Some(10), Some(20)], "the abort won: nobody handed a value over");
+                assert_eq!(removed, [true, true]);
+            }
+        }
+    });
+}
+
+/// The same with a select that parks (`park_caller`) until its token is
+/// claimed: a sender always wins (the select does not abort), its wake-up
+/// (`Waker::wake`, a thread unpark) is never lost, and the select reads
+/// exactly the winner's value.
+#[test]
+fn select_claim_vs_park() {
+    check("select_claim_vs_park", Some(3), || {
+        let m = Arc::new(SelectModel::new());
+        let mut w = SelectWaiter::new();
+        m.register(&mut w);
+        let (m1, m2) = (m.clone(), m.clone());
+        let s1 = thread::spawn(move || m1.send(0, 10));
+        let s2 = thread::spawn(move || m2.send(1, 20));
+        while w.selected().is_none() {
+            thread::park();
+        }
+        let (got, removed) = m.leave(&mut w);
+        let back = [s1.join().unwrap(), s2.join().unwrap()];
+        let (i, v) = got.expect("a sender claimed the select");
+        assert_eq!(v, [10, 20][i]);
+        assert_eq!(back[i], None);
+        assert_eq!(back[1 - i], Some([10, 20][1 - i]));
+        assert!(!removed[i] && removed[1 - i]);
     });
 }
 

@@ -757,3 +757,99 @@ impl HandoffQueue {
         }
     }
 }
+
+// ----- select: claim vs abort (sync::select) -----
+
+use crate::sync::select::{Token, TokenRef};
+
+/// A select's entry in one channel's queue, as `channel::Slot::SelRecv`:
+/// a pointer to the arm's cell and the select's token.
+type SelEntry = (HandoffPtr<u64>, TokenRef);
+
+/// Two channels' wait queues (the real `Inner` behind the real queue lock,
+/// on loom's flag) with one select registered on both (`Round::wait`'s
+/// registration), the real `Token` (one-shot CAS) and `TokenRef::claim`
+/// as the granting predicate (`channel::claim_recv`).
+pub struct SelectModel {
+    queues: [QueueLock<Inner<(), SelEntry>>; 2],
+}
+
+/// The select's side: its token, its two arms' cells, its entry ids.
+pub struct SelectWaiter {
+    token: Token,
+    cells: [Handoff<u64>; 2],
+    ids: [Option<u64>; 2],
+}
+
+impl SelectWaiter {
+    pub fn new() -> SelectWaiter {
+        SelectWaiter { token: Token::new(), cells: [Handoff::new(), Handoff::new()], ids: [None, None] }
+    }
+    /// `Round::wait`'s loop: whether a granter claimed the token.
+    pub fn selected(&self) -> Option<usize> {
+        self.token.selected()
+    }
+}
+
+impl SelectModel {
+    pub fn new() -> SelectModel {
+        SelectModel { queues: [QueueLock::new_loom(Inner::new(())), QueueLock::new_loom(Inner::new(()))] }
+    }
+    /// Step 2: reset the token, queue an entry on both channels.
+    /// The waiter must not move until `leave` returned.
+    pub fn register(&self, w: &mut SelectWaiter) {
+        w.token.reset();
+        for k in 0..2 {
+            let (id, _node) = self.queues[k].lock().push((w.cells[k].ptr(), w.token.at(k)));
+            w.ids[k] = Some(id);
+        }
+    }
+    /// A sender on channel `k` (`Chan::offer` -> `hand_to_receiver`):
+    /// claim the first entry whose select it wins, fill its cell, signal,
+    /// unlock, wake. `Some(v)` back when no entry could be granted (the
+    /// sender then buffers or waits; the model keeps the value).
+    pub fn send(&self, k: usize, v: u64) -> Option<u64> {
+        let mut v = Some(v);
+        let e = self.queues[k].lock().grant_first_where_then(
+            |e| e.1.claim(),
+            |e| {
+                if let Some(v) = v.take() {
+                    // SAFETY: under the lock, on the entry just popped for
+                    // granting, before its signal.
+                    unsafe { e.0.put(v) }
+                }
+            },
+        );
+        if let Some(e) = e {
+            e.node.wake();
+        }
+        v
+    }
+    /// Step 4 (`Round::leave` + `complete_granted`): abort the token,
+    /// remove both entries (each under its lock), and if an arm won, take
+    /// its channel's lock once more (the barrier) and read its cell.
+    /// Returns the winning arm with its value, and for each channel
+    /// whether the select's entry was still queued.
+    pub fn leave(&self, w: &mut SelectWaiter) -> (Option<(usize, u64)>, [bool; 2]) {
+        let won = w.token.abort();
+        let mut removed = [false; 2];
+        for k in 0..2 {
+            if let Some(id) = w.ids[k].take() {
+                removed[k] = self.queues[k].lock().remove(id).is_some();
+            }
+        }
+        let got = won.map(|i| {
+            drop(self.queues[i].lock());
+            // SAFETY: arm `i` was granted; the barrier ordered the
+            // granter's write (and its whole critical section) before.
+            let v = unsafe { w.cells[i].take() };
+            (i, v.expect("the granted arm's cell holds the value"))
+        });
+        (got, removed)
+    }
+    /// Read a cell again after the round ended (loom checks no late write).
+    pub fn cell_again(&self, w: &SelectWaiter, k: usize) -> Option<u64> {
+        // SAFETY: the round ended: no entry points at the cell any more.
+        unsafe { w.cells[k].take() }
+    }
+}

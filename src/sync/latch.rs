@@ -315,7 +315,7 @@ impl Event {
     /// ```
     #[track_caller]
     pub fn wait(&self) {
-        self.wait_until(None);
+        self.wait_inner(None);
     }
 
     /// Wait at most `dur`; returns whether the event was set.
@@ -327,11 +327,25 @@ impl Event {
     /// ```
     #[track_caller]
     pub fn wait_timeout(&self, dur: Duration) -> bool {
-        self.wait_until(Instant::now().checked_add(dur))
+        self.wait_inner(Instant::now().checked_add(dur))
+    }
+
+    /// Wait until `deadline` at the latest; returns whether the event was
+    /// set (Boost's `*_until` shape).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let e = numafiber::sync::Event::new();
+    /// assert!(!e.wait_until(Instant::now() + Duration::from_millis(1)));
+    /// e.set();
+    /// assert!(e.wait_until(Instant::now()), "set: no wait");
+    /// ```
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        self.wait_inner(Some(deadline))
     }
 
     #[track_caller]
-    fn wait_until(&self, deadline: Option<Instant>) -> bool {
+    fn wait_inner(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();
             if q.state {

@@ -196,6 +196,9 @@ pub enum WaitKind {
     ChannelRecv,
     /// A channel send (bounded channel full).
     ChannelSend,
+    /// A blocking `select` over channels ([`Wait::object`] is its first
+    /// channel).
+    Select,
     /// `fiber::sleep` ([`Wait::until`] is the deadline).
     Sleep,
     /// A socket (`numafiber::net`): readiness for reading.
@@ -229,6 +232,7 @@ impl WaitKind {
             w::ONESHOT => WaitKind::Oneshot,
             w::CHAN_RECV => WaitKind::ChannelRecv,
             w::CHAN_SEND => WaitKind::ChannelSend,
+            w::SELECT => WaitKind::Select,
             w::SLEEP => WaitKind::Sleep,
             w::IO => WaitKind::SocketRead,
             w::IO_WRITE => WaitKind::SocketWrite,
@@ -256,6 +260,7 @@ impl WaitKind {
             WaitKind::Oneshot => "oneshot wait",
             WaitKind::ChannelRecv => "channel receive",
             WaitKind::ChannelSend => "channel send",
+            WaitKind::Select => "select",
             WaitKind::Sleep => "sleep",
             WaitKind::SocketRead => "socket read",
             WaitKind::SocketWrite => "socket write",

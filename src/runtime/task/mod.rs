@@ -234,11 +234,13 @@ pub(crate) mod wait_kind {
     pub(crate) const ONESHOT: u8 = 16;
     pub(crate) const AUTO_EVENT: u8 = 17;
     pub(crate) const JOIN_SET: u8 = 18;
+    /// A blocking `select` (`obj`: its first channel).
+    pub(crate) const SELECT: u8 = 19;
     /// `fiber::sleep` (the object is the deadline, `runtime::dump::deadline_code`):
     /// a timer is armed, so never part of a deadlock.
-    pub(crate) const SLEEP: u8 = 19;
+    pub(crate) const SLEEP: u8 = 20;
     /// Socket readiness for writing (`IO` is for reading): same as `IO`.
-    pub(crate) const IO_WRITE: u8 = 20;
+    pub(crate) const IO_WRITE: u8 = 21;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -259,6 +261,7 @@ pub(crate) mod wait_kind {
             JOIN_SET => format!("JoinSet::join_next {obj:#x}"),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
+            SELECT => format!("select over channels (first: {obj:#x})"),
             // IO, BLOCKING: an outside party (a peer, a helper thread)
             // wakes the fiber: not a deadlock.
             _ => return None,
