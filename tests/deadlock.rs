@@ -44,6 +44,32 @@ fn proven_lock_cycle() {
     });
     assert!(msg.contains("\"left\" [Mutex lock"), "{msg}");
     assert!(msg.contains("\"right\" [Mutex lock"), "{msg}");
+    // The grouped dump names the user lines that wait: the two `lock`s
+    // and the root's joins.
+    assert!(msg.contains("parked: Mutex lock, waiting at tests/common/mod.rs:30:"), "{msg}");
+    assert!(msg.contains("parked: Mutex lock, waiting at tests/common/mod.rs:38:"), "{msg}");
+    assert!(msg.contains("parked: join, waiting at tests/common/mod.rs:41:"), "{msg}");
+    drop(rt);
+}
+
+/// A true deadlock after `spawn_blocking`: the pool's helper thread then
+/// idles (for `BLOCKING_KEEP_ALIVE`, 10 s) and must not count as a thread
+/// that could still wake a fiber, so the report comes as fast as without
+/// it (before the pool's idle helpers were accounted for: after 10 s).
+fn proven_after_spawn_blocking() {
+    let rt = rt();
+    let t = Instant::now();
+    expect_deadlock("lock cycle, no helper", || rt.block_on(common::lock_cycle));
+    let without = t.elapsed();
+    let v = rt.block_on(|| fiber::spawn_blocking(|| 6 * 7).join().unwrap());
+    assert_eq!(v, 42);
+    let t = Instant::now();
+    expect_deadlock("lock cycle after spawn_blocking", || rt.block_on(common::lock_cycle));
+    let with = t.elapsed();
+    println!("    deadlock reported in {without:?} without spawn_blocking, {with:?} after it");
+    // Twice the time plus scheduling slack on a loaded machine; the old
+    // behaviour took the helper's 10 s keep-alive.
+    assert!(with < without * 2 + Duration::from_millis(500), "{with:?} vs {without:?}");
     drop(rt);
 }
 
@@ -201,6 +227,7 @@ fn main() {
     std::panic::set_hook(Box::new(|_| {}));
     let tests: &[(&str, fn())] = &[
         ("proven_lock_cycle", proven_lock_cycle),
+        ("proven_after_spawn_blocking", proven_after_spawn_blocking),
         ("proven_with_borrowed_data", proven_with_borrowed_data),
         ("proven_with_a_blocked_thread", proven_with_a_blocked_thread),
         ("proven_across_runtimes", proven_across_runtimes),

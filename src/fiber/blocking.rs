@@ -84,9 +84,13 @@ impl Pool {
                 continue;
             }
             s.idle += 1;
+            // Counted by the deadlock detector while it waits (taken
+            // under the pool's lock, as `idle`).
+            let idle = runtime::IdleHelper::enter();
             let (g, to) = self.cv.wait_timeout(s, BLOCKING_KEEP_ALIVE).unwrap_or_else(|e| e.into_inner());
             s = g;
             s.idle -= 1;
+            drop(idle);
             if to.timed_out() && s.queue.is_empty() {
                 s.threads -= 1;
                 return;
@@ -123,6 +127,7 @@ struct Slot<T> {
 /// assert_eq!(e.panic_message(), Some("in a helper"));
 /// # Ok::<(), numafiber::BuildError>(())
 /// ```
+#[track_caller]
 pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -174,6 +179,152 @@ where
             // is unwound at its suspension point when destroyed): wait on
             // the thread instead of spinning on `park`.
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Where a `block_in_place` call's result goes and who waits for it.
+struct PlaceSlot<T> {
+    state: Mutex<PlaceState<T>>,
+    done: Condvar,
+}
+
+struct PlaceState<T> {
+    result: Option<std::thread::Result<T>>,
+    /// The closure has run and been dropped: nothing borrowed is touched
+    /// any more.
+    finished: bool,
+    waiter: Option<Waiter>,
+}
+
+/// Waits, on the thread, until the helper is done with the closure: the
+/// closure may borrow from the caller's frame, which must outlive it even
+/// when the fiber is destroyed (unwound) while the helper still runs it.
+struct WaitFinished<'s, T>(&'s PlaceSlot<T>);
+
+impl<T> Drop for WaitFinished<'_, T> {
+    fn drop(&mut self) {
+        let mut g = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        while !g.finished {
+            g = self.0.done.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        // A result nobody took (unwinding) is dropped here, in the
+        // borrowing frame, not by the helper.
+        drop(g.result.take());
+    }
+}
+
+/// Run the blocking call `f` (a C library, a file, a lock of another
+/// library, `std::thread::sleep`) without costing the worker: `f` runs on
+/// one of [`spawn_blocking`]'s helper threads while the calling fiber
+/// parks, so the worker runs its other fibers meanwhile, and the value (or
+/// the panic) of `f` comes back to the caller. `f` may borrow from the
+/// caller (no `'static` bound): the call returns only after `f` is done,
+/// on every path (if the fiber is destroyed by a shutdown meanwhile, the
+/// shutdown waits for `f`). Outside a fiber, `f` runs on the calling
+/// thread.
+///
+/// **`block_in_place` or `spawn_blocking`?** `block_in_place` when the
+/// fiber needs the result before it can go on (a file read, a DNS lookup,
+/// a mutex of a C library) and `f` borrows from the fiber; it reads like a
+/// plain call. [`spawn_blocking`] when the fiber has other things to do
+/// while the call runs, or the call must outlive the fiber: it returns a
+/// handle, and its closure is `'static`.
+///
+/// `f` runs on another thread than the fiber's worker (as a fiber may run
+/// on any worker between two suspensions anyway): thread-local values of
+/// the worker thread are not `f`'s. A [`spawn_pinned`](super::spawn_pinned)
+/// fiber that relies on its thread's locals inside `f` must call the
+/// blocking code directly (costing its worker for that long).
+///
+/// # Panics
+/// Re-raises a panic of `f` in the caller. Panics if no helper thread can
+/// be started at all (the OS error), like [`spawn_blocking`].
+///
+/// ```
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(1).build()?;
+/// let text = String::from("read me");
+/// let n = rt.block_on(|| {
+///     let ticker = fiber::spawn(|| 7); // runs while the worker's fiber blocks
+///     let n = fiber::block_in_place(|| {
+///         std::thread::sleep(std::time::Duration::from_millis(20));
+///         text.len() // borrowed
+///     });
+///     assert_eq!(fiber::await_fiber(ticker), 7);
+///     n
+/// });
+/// assert_eq!(n, 7);
+/// # Ok::<(), numafiber::BuildError>(())
+/// ```
+#[track_caller]
+pub fn block_in_place<F, T>(f: F) -> T
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    let me = Waiter::current();
+    if !me.is_fiber() || runtime::current_cannot_suspend() {
+        return f();
+    }
+    let slot: Arc<PlaceSlot<T>> = Arc::new(PlaceSlot {
+        state: Mutex::new(PlaceState { result: None, finished: false, waiter: None }),
+        done: Condvar::new(),
+    });
+    let job_slot = slot.clone();
+    let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+        let r = panic::catch_unwind(AssertUnwindSafe(f));
+        // `f` and its captures are gone here.
+        let waiter = {
+            let mut g = job_slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            g.result = Some(r);
+            g.finished = true;
+            job_slot.done.notify_all();
+            g.waiter.take()
+        };
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    });
+    // SAFETY: the closure borrows from the caller's frame (lifetime of `f`
+    // and `T`). It is erased to `'static` for the pool's queue; `guard`
+    // below keeps this frame alive (blocking the thread on every path that
+    // leaves it, including an unwind) until the job has run `f` and
+    // dropped it (`finished`), and takes any result out before returning,
+    // so the helper touches nothing borrowed afterwards (it only locks the
+    // slot, which the `Arc` keeps alive, and wakes the fiber).
+    let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
+    let guard = WaitFinished(&slot);
+    if let Err(e) = pool().submit(job) {
+        // The job was taken back and dropped: nothing runs `f`.
+        std::mem::forget(guard);
+        panic!("block_in_place: could not start a helper thread: {e}");
+    }
+    loop {
+        {
+            let mut g = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            if g.finished {
+                let r = g.result.take().expect("the job stores its result before it finishes");
+                drop(g);
+                drop(guard);
+                return match r {
+                    Ok(v) => v,
+                    Err(p) => panic::resume_unwind(p),
+                };
+            }
+            g.waiter = Some(me.clone());
+        }
+        // The caller's location (`#[track_caller]` through here).
+        runtime::set_wait_reason(wait_kind::BLOCKING, 0);
+        runtime::park();
+        runtime::set_wait_reason(wait_kind::NONE, 0);
+        if runtime::current_cannot_suspend() {
+            // Destroyed while parked (not unwound at the park: a destructor
+            // path): wait on the thread; `guard` blocks until `f` is done.
+            let mut g = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            while !g.finished {
+                g = slot.done.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
         }
     }
 }

@@ -106,6 +106,7 @@ impl<T: Send + 'static> JoinSet<T> {
     /// });
     /// assert_eq!(n, 1);
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&mut self, f: F)
     where
         F: FnOnce() -> T + Send + 'static,
@@ -129,6 +130,7 @@ impl<T: Send + 'static> JoinSet<T> {
     /// set.spawn_on(&rt.handle(), || "from a thread");
     /// assert_eq!(set.join_next().unwrap().unwrap(), "from a thread");
     /// ```
+    #[track_caller]
     pub fn spawn_on<F>(&mut self, handle: &Handle, f: F)
     where
         F: FnOnce() -> T + Send + 'static,
@@ -200,6 +202,7 @@ impl<T> JoinSet<T> {
     /// });
     /// assert_eq!((ok, failed), (1, 1));
     /// ```
+    #[track_caller]
     pub fn join_next(&mut self) -> Option<Result<T, JoinError>> {
         if self.handles.is_empty() {
             return None;
@@ -297,6 +300,7 @@ impl<T> JoinSet<T> {
     /// v.sort();
     /// assert_eq!(v, [0, 1, 2, 3]);
     /// ```
+    #[track_caller]
     pub fn join_all(mut self) -> Vec<Result<T, JoinError>> {
         let mut out = Vec::with_capacity(self.len());
         while let Some(r) = self.join_next() {

@@ -95,7 +95,7 @@ pub use future::{block_on_future, JoinFuture};
 pub use join_set::JoinSet;
 pub use local::FiberLocal;
 pub use park::{current_handle, park, park_timeout, Fiber};
-pub use blocking::{spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
+pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use crate::runtime::task::stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 pub use crate::runtime::task::join::JoinHandle;
@@ -123,6 +123,7 @@ use crate::runtime::{self, Handle, SpawnOpts};
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| 7))), 7);
 /// ```
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -149,6 +150,7 @@ where
 /// });
 /// assert!(same);
 /// ```
+#[track_caller]
 pub fn spawn_pinned<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -177,6 +179,7 @@ pub fn yield_now() {
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| "done"))), "done");
 /// ```
+#[track_caller]
 pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
     match h.join() {
         Ok(v) => v,
@@ -197,6 +200,7 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 /// rt.block_on(|| fiber::sleep(Duration::from_millis(5)));
 /// assert!(t.elapsed() >= Duration::from_millis(5));
 /// ```
+#[track_caller]
 pub fn sleep(d: Duration) {
     runtime::sleep(d)
 }
@@ -238,6 +242,7 @@ pub fn sleep_until(deadline: Instant) {
 /// let rt = Runtime::builder().workers(2).build().unwrap();
 /// assert_eq!(rt.block_on(|| fib(20)), 6765);
 /// ```
+#[track_caller]
 pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -270,6 +275,7 @@ where
 /// }));
 /// assert_eq!(sums, vec![3, 7]);
 /// ```
+#[track_caller]
 pub fn when_all<H: FiberHandle>(handles: Vec<H>) -> Vec<H::Output> {
     handles.into_iter().map(FiberHandle::await_fiber).collect()
 }
@@ -295,11 +301,13 @@ pub trait FiberHandle: sealed::Sealed {
     ///
     /// # Panics
     /// When the fiber panicked (its payload is resumed) or was cancelled.
+    #[track_caller]
     fn await_fiber(self) -> Self::Output;
 }
 
 impl<T> FiberHandle for JoinHandle<T> {
     type Output = T;
+    #[track_caller]
     fn await_fiber(self) -> T {
         await_fiber(self)
     }
@@ -307,6 +315,7 @@ impl<T> FiberHandle for JoinHandle<T> {
 
 impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
     type Output = T;
+    #[track_caller]
     fn await_fiber(self) -> T {
         await_fiber(self.inner)
     }
@@ -330,6 +339,7 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 /// ]));
 /// assert_eq!((i, v), (1, "fast"));
 /// ```
+#[track_caller]
 pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
     when_any_then(handles, |_| {})
 }
@@ -586,6 +596,7 @@ impl Builder {
     /// [`SpawnErrorKind::ShuttingDown`] while the runtime shuts down (also
     /// from a destructor the shutdown drain runs), and the kinds of bad
     /// options: stack size, worker, node, closure size, too many fibers.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -602,6 +613,7 @@ impl Builder {
     /// let h = fiber::Builder::new().worker(1).spawn_on(&rt, || fiber::current().unwrap().worker).unwrap();
     /// assert_eq!(h.join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn spawn_on<F, T>(self, rt: &crate::Runtime, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -630,6 +642,7 @@ pub struct ScopedJoinHandle<'scope, T> {
 
 impl<T> ScopedJoinHandle<'_, T> {
     /// Wait for the fiber; `Err` carries its panic.
+    #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         self.inner.join()
     }
@@ -664,6 +677,7 @@ impl<'scope> Scope<'scope, '_> {
     ///
     /// # Panics
     /// If the runtime is shutting down.
+    #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
         F: FnOnce() -> T + Send + 'scope,
@@ -705,6 +719,7 @@ impl<'scope> Scope<'scope, '_> {
 /// });
 /// assert_eq!(total, 10);
 /// ```
+#[track_caller]
 pub fn scope<'env, F, R>(f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,

@@ -57,12 +57,14 @@ impl<S: Source + AsRawFd> IoSource<S> {
 
     /// Run the non-blocking `op` until it does not say `WouldBlock`,
     /// waiting for readiness `d` in between, up to the direction's timeout.
+    #[track_caller]
     pub(crate) fn do_io<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         let timeout = self.timeout(d);
         self.do_io_until(d, timeout.and_then(|t| Instant::now().checked_add(t)), timeout, &mut op)
     }
 
     /// `do_io` with an explicit deadline (`None`: wait forever).
+    #[track_caller]
     pub(crate) fn do_io_until<R>(
         &self,
         d: Dir,
@@ -118,6 +120,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
         Ok(Arc::ptr_eq(&reg.reactor, reactor).then_some(reg))
     }
 
+    #[track_caller]
     fn fiber_loop<R>(
         &self,
         reg: &Registration,
@@ -142,7 +145,11 @@ impl<S: Source + AsRawFd> IoSource<S> {
             if !reg.io.add_waiter(&reg.reactor, d, seen, task) {
                 continue; // an event came in between: retry
             }
-            runtime::set_wait_reason(wait_kind::IO, reg.io_addr());
+            let kind = match d {
+                Dir::Read => wait_kind::IO,
+                Dir::Write => wait_kind::IO_WRITE,
+            };
+            runtime::set_wait_reason(kind, reg.io_addr());
             match deadline {
                 Some(dl) => runtime::park_until(dl),
                 None => runtime::park(),

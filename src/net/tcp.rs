@@ -137,6 +137,7 @@ impl TcpListener {
     /// let (stream, peer) = l.accept()?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (s, a) = self.inner.do_io(Dir::Read, |l| l.accept())?;
         Ok((TcpStream { inner: IoSource::new(s) }, a))
@@ -203,6 +204,7 @@ pub struct Incoming<'a> {
 
 impl Iterator for Incoming<'_> {
     type Item = io::Result<TcpStream>;
+    #[track_caller]
     fn next(&mut self) -> Option<io::Result<TcpStream>> {
         Some(self.listener.accept().map(|(s, _)| s))
     }
@@ -223,6 +225,7 @@ impl TcpStream {
     /// assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         each_addr(addr, |a| connect_one(a, None))
     }
@@ -237,6 +240,7 @@ impl TcpStream {
     /// assert_eq!(s.peer_addr()?, l.local_addr()?);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         if timeout.is_zero() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot set a 0 duration timeout"));
@@ -392,15 +396,18 @@ impl TcpStream {
         self.inner.sock().take_error()
     }
 
+    #[track_caller]
     fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.do_io(Dir::Read, |mut s| s.read(buf))
     }
 
+    #[track_caller]
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
         self.inner.do_io(Dir::Write, |mut s| s.write(buf))
     }
 }
 
+#[track_caller]
 fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
     let s = mio::net::TcpStream::connect(addr)?;
     let inner = IoSource::new(s);
@@ -434,18 +441,21 @@ impl AsRawFd for TcpStream {
 }
 
 impl Read for TcpStream {
+    #[track_caller]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_inner(buf)
     }
 }
 
 impl Read for &TcpStream {
+    #[track_caller]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_inner(buf)
     }
 }
 
 impl Write for TcpStream {
+    #[track_caller]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_inner(buf)
     }
@@ -455,6 +465,7 @@ impl Write for TcpStream {
 }
 
 impl Write for &TcpStream {
+    #[track_caller]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_inner(buf)
     }

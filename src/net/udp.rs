@@ -56,6 +56,7 @@ impl UdpSocket {
     /// assert_eq!(s.send_to(b"abc", s.local_addr()?)?, 3);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], addr: A) -> io::Result<usize> {
         let a = addr.to_socket_addrs()?.next().ok_or_else(no_addr)?;
         self.inner.do_io(Dir::Write, |s| s.send_to(buf, a))
@@ -70,6 +71,7 @@ impl UdpSocket {
     /// assert_eq!(s.recv_from(&mut b)?.0, 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.inner.do_io(Dir::Read, |s| s.recv_from(buf))
     }
@@ -99,6 +101,7 @@ impl UdpSocket {
     /// assert_eq!(b.recv(&mut buf)?, 1);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
         self.inner.do_io(Dir::Write, |s| s.send(buf))
     }
@@ -111,6 +114,7 @@ impl UdpSocket {
     /// assert_eq!(s.recv(&mut [0u8; 4])?, 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.do_io(Dir::Read, |s| s.recv(buf))
     }

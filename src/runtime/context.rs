@@ -12,7 +12,7 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::runtime::worker::WorkerLocal;
@@ -21,7 +21,11 @@ use crate::runtime::task::{Task, TaskRef};
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
-    static CURRENT: Cell<*const Task> = const { Cell::new(ptr::null()) };
+    /// Atomic only so that an inspector on another thread may read it
+    /// (`runtime::dump::running`): every access here is a relaxed load or
+    /// store, the same plain moves a `Cell` compiles to (no swap: that
+    /// would be a locked instruction).
+    static CURRENT: AtomicPtr<Task> = const { AtomicPtr::new(ptr::null_mut()) };
 }
 
 /// The worker running on this thread, or null on other threads.
@@ -58,19 +62,23 @@ pub(crate) fn set_worker(p: *const WorkerLocal) {
 /// The fiber running on this thread, or null.
 #[inline(never)]
 pub(crate) fn current_task_ptr() -> *const Task {
-    CURRENT.with(|c| c.get())
+    CURRENT.with(|c| c.load(Relaxed))
 }
 
 /// Sets the current fiber and returns the previous one.
 #[inline(never)]
 pub(crate) fn replace_current_task(p: *const Task) -> *const Task {
-    CURRENT.with(|c| c.replace(p))
+    CURRENT.with(|c| {
+        let prev = c.load(Relaxed);
+        c.store(p as *mut Task, Relaxed);
+        prev
+    })
 }
 
 /// This thread's worker and running fiber, in one call (`fiber::join`).
 #[inline(never)]
 pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
-    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.get()))
+    (WORKER.with(|w| w.get()), CURRENT.with(|c| c.load(Relaxed)))
 }
 
 /// The address of this thread's `CURRENT` cell. Only for code that never
@@ -79,8 +87,8 @@ pub(crate) fn worker_and_task() -> (*const WorkerLocal, *const Task) {
 /// it around every resume, without a call per write. The address is valid
 /// for as long as the thread lives.
 #[inline(never)]
-pub(crate) fn current_task_slot() -> *const Cell<*const Task> {
-    CURRENT.with(|c| c as *const Cell<*const Task>)
+pub(crate) fn current_task_slot() -> *const AtomicPtr<Task> {
+    CURRENT.with(|c| c as *const AtomicPtr<Task>)
 }
 
 // ---------------------------------------------------------------------------
@@ -158,17 +166,33 @@ pub(crate) fn current_cannot_suspend() -> bool {
     current_task().is_some_and(cannot_suspend)
 }
 
-/// Record what the running fiber is about to wait on (deadlock report);
-/// no-op on plain threads. Clear with `task::wait_kind::NONE`.
+/// Record what the running fiber is about to wait on (deadlock report,
+/// dumps) and the user call that waits (the caller's location, passed
+/// down by `#[track_caller]` from the public waiting function); no-op on
+/// plain threads. Clear with `task::wait_kind::NONE`.
+#[track_caller]
 pub(crate) fn set_wait_reason(kind: u8, obj: u64) {
+    set_wait_reason_at(kind, obj, std::panic::Location::caller());
+}
+
+/// `set_wait_reason` with the waiting call's location given.
+pub(crate) fn set_wait_reason_at(kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
     if let Some(t) = current_task() {
-        set_task_wait_reason(t, kind, obj);
+        set_task_wait_reason_at(t, kind, obj, site);
     }
 }
 
 /// `set_wait_reason` for a caller that knows its own task `t`.
+#[track_caller]
 #[inline]
 pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
+    set_task_wait_reason_at(t, kind, obj, std::panic::Location::caller());
+}
+
+/// `set_wait_reason_at` for a caller that knows its own task `t`.
+#[inline]
+pub(crate) fn set_task_wait_reason_at(t: &Task, kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
+    t.set_wait_site(site);
     t.wait_obj.store(obj, Relaxed);
     t.wait_kind.store(kind, Relaxed);
 }

@@ -25,8 +25,11 @@
 //!   records what it waits on (a sync primitive or a join), and **every
 //!   thread of the process is accounted for** as a worker of a live
 //!   runtime, a thread blocked in an untimed numafiber wait
-//!   ([`ThreadBlocked`]), or a thread in `block_on` whose root fiber is
-//!   parked ([`BlockOnRoot`]). Then nothing is left that could wake anyone:
+//!   ([`ThreadBlocked`]), a thread in `block_on` whose root fiber is
+//!   parked ([`BlockOnRoot`]), an idle helper thread of the blocking pool
+//!   (it runs nothing until a fiber submits work), or one of numafiber's
+//!   own helper threads that never wake a fiber (stall monitors, the
+//!   dump-on-signal reader). Then nothing is left that could wake anyone:
 //!   no fiber runs, no timer or I/O source is armed, and no other thread
 //!   exists (`/proc/self/task`).
 //! * **Warning (once per runtime)**, after [`SUSPECT_POLLS`] (about 1 s),
@@ -144,6 +147,28 @@ impl Drop for ThreadBlocked {
     fn drop(&mut self) {
         THREAD_EVENTS.fetch_add(1, SeqCst);
         THREADS_BLOCKED.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Helper threads of the blocking pool waiting for work: they wake no
+/// fiber until a fiber submits work (a running fiber), so they are
+/// accounted for.
+static IDLE_HELPERS: AtomicUsize = AtomicUsize::new(0);
+
+/// A helper thread of the blocking pool (`fiber::spawn_blocking`) waits
+/// for work while this lives.
+pub(crate) struct IdleHelper(());
+
+impl IdleHelper {
+    pub(crate) fn enter() -> IdleHelper {
+        IDLE_HELPERS.fetch_add(1, SeqCst);
+        IdleHelper(())
+    }
+}
+
+impl Drop for IdleHelper {
+    fn drop(&mut self) {
+        IDLE_HELPERS.fetch_sub(1, SeqCst);
     }
 }
 
@@ -299,7 +324,11 @@ fn unaccounted_threads(runtimes: &[Arc<Shared>]) -> Option<usize> {
         let g = BLOCK_ON_ROOTS.lock().unwrap_or_else(|e| e.into_inner());
         g.as_ref().map_or(0, |m| m.values().filter(|t| t.is_parked()).count())
     };
-    let known = workers + THREADS_BLOCKED.load(SeqCst) + block_ons;
+    let known = workers
+        + THREADS_BLOCKED.load(SeqCst)
+        + block_ons
+        + IDLE_HELPERS.load(SeqCst)
+        + crate::runtime::monitor::internal_threads();
     Some(total.saturating_sub(known))
 }
 
@@ -367,6 +396,8 @@ fn report(runtimes: &[Arc<Shared>], own: &Arc<Shared>, root: &TaskRef, kind: Kin
     if let Some(note) = own.stacks.starvation_note() {
         let _ = writeln!(msg, "{note}");
     }
+    // Where they wait, folded by call site (`runtime::dump`).
+    let _ = write!(msg, "{}", crate::runtime::dump::capture(own).grouped());
     Some(msg)
 }
 

@@ -86,6 +86,18 @@ pub enum BuildErrorKind {
         /// The CPUs the topology's PUs are mapped onto.
         cpus: Vec<usize>,
     },
+    /// [`Builder::dump_on_signal`](crate::runtime::Builder::dump_on_signal)
+    /// named a signal that cannot be caught, or its handler could not be
+    /// installed.
+    Signal {
+        /// The signal number given.
+        signal: i32,
+        /// What was wrong.
+        reason: String,
+    },
+    /// [`Builder::stall_threshold`](crate::runtime::Builder::stall_threshold)
+    /// was zero.
+    ZeroStallThreshold,
 }
 
 impl BuildError {
@@ -167,6 +179,17 @@ impl fmt::Display for BuildError {
                 cpus.len(),
                 crate::topology::format_cpu_list(cpus),
                 cpus.len()
+            ),
+            BuildErrorKind::Signal { signal, reason } => write!(
+                f,
+                "cannot dump on signal {signal}: {reason}; pass a signal that can be caught \
+                 (libc::SIGQUIT, libc::SIGUSR1, ...; not SIGKILL or SIGSTOP)"
+            ),
+            BuildErrorKind::ZeroStallThreshold => write!(
+                f,
+                "a stall threshold of zero would report every fiber: pass \
+                 stall_threshold(Some(d)) with d > 0 (tens of milliseconds), or None to turn \
+                 the monitor off"
             ),
         }
     }

@@ -54,6 +54,11 @@ pub(crate) mod task;
 pub(crate) mod unpark;
 pub(crate) mod wait;
 pub(crate) mod worker;
+pub(crate) mod dump;
+pub(crate) mod monitor;
+
+pub use dump::{Dump, FiberDump, FiberState, Grouped, NodeDump, Wait, WaitKind, WorkerActivity, WorkerDump};
+pub use monitor::{StallReport, DEFAULT_STALL_THRESHOLD};
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]
@@ -67,6 +72,7 @@ mod test_support;
 pub use builder::{max_workers, Builder, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
 pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
+pub(crate) use deadlock::IdleHelper;
 pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
 pub(crate) use task::join::{wait_child, wait_child_or_cancel};
@@ -180,6 +186,7 @@ impl Runtime {
     /// rt.block_on(|| local.push(4));
     /// assert_eq!(local, [1, 2, 3, 4]);
     /// ```
+    #[track_caller]
     pub fn block_on<'a, F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'a,
@@ -238,6 +245,7 @@ impl Runtime {
     /// let h = rt.spawn(|| 1 + 1);
     /// assert_eq!(h.join().unwrap(), 2);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -262,6 +270,35 @@ impl Runtime {
     /// ```
     pub fn handle(&self) -> Handle {
         Handle { shared: self.shared.clone() }
+    }
+
+    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
+    /// see [`Dump`] for how to read it and what is a snapshot.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let d = rt.block_on(|| {
+    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
+    ///     fiber::yield_now(); // let it start and park
+    ///     let d = Runtime::dump_current();
+    ///     h.join().unwrap();
+    ///     d
+    /// });
+    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
+    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
+    }
+
+    /// [`Runtime::dump`] of the runtime running the calling fiber
+    /// (`Handle::current().dump()`).
+    ///
+    /// # Panics
+    /// Outside a fiber.
+    pub fn dump_current() -> Dump {
+        Handle::current().dump()
     }
 
     /// A snapshot of the runtime's counters.
@@ -347,6 +384,7 @@ impl Runtime {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.shared.insight.monitor.join();
         drain(&self.shared);
     }
 }
@@ -499,6 +537,7 @@ impl Handle {
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
     /// assert_eq!(rt.handle().spawn(|| 1).join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -516,6 +555,7 @@ impl Handle {
     /// let e = h.try_spawn(|| ()).unwrap_err();
     /// assert!(matches!(e.kind(), numafiber::SpawnErrorKind::ShuttingDown));
     /// ```
+    #[track_caller]
     pub fn try_spawn<F, T>(&self, f: F) -> Result<JoinHandle<T>, crate::SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -532,6 +572,20 @@ impl Handle {
     /// ```
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
+    }
+
+    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
+    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
+    /// fibers still registered and no running ones.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
+    /// assert_eq!(d.workers().count(), 1);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::capture(&self.shared)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

@@ -12,7 +12,7 @@ use crate::runtime::cancel::cancel_point;
 use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_task, current_task_ref};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::join::current_shared_for_drain;
-use crate::runtime::task::{Suspend, Task, TaskRef};
+use crate::runtime::task::{wait_kind, Suspend, Task, TaskRef};
 
 /// Someone blocked until an event: a parked fiber or a parked thread, or
 /// an async task awaiting a join (`fiber::future::JoinFuture`).
@@ -171,6 +171,7 @@ pub(crate) fn yield_now() {
 }
 
 /// Park the caller for at least `d` (see `fiber::sleep`).
+#[track_caller]
 pub(crate) fn sleep(d: Duration) {
     if current_is_cancelling() || current_shared_for_drain().is_some() {
         // A destructor run by the shutdown drain: nothing can wake a timer
@@ -191,13 +192,16 @@ pub(crate) fn sleep(d: Duration) {
         std::thread::sleep(d);
         return;
     }
+    context::set_task_wait_reason(t, wait_kind::SLEEP, crate::runtime::dump::deadline_code(deadline));
     loop {
         if Instant::now() >= deadline {
-            return;
+            break;
         }
         park_until(deadline);
         if current_task().is_some_and(cannot_suspend) {
-            return;
+            break;
         }
     }
+    // `t` is our own task, the same after the parks (on any thread).
+    context::set_task_wait_reason(t, wait_kind::NONE, 0);
 }

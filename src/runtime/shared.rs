@@ -119,6 +119,8 @@ pub(crate) struct WorkerShared {
     /// This worker's deque length plus its wake-slot entry, as it last
     /// published them (see "The placement probe" below).
     pub(crate) published_len: PublishedLen,
+    /// What dumps and the stall monitor read (`runtime::dump::running`).
+    pub(crate) insight: crate::runtime::dump::running::WorkerInsight,
 }
 
 /// A worker's own queue length (deque + wake slot) as its owner published
@@ -382,6 +384,8 @@ pub(crate) struct Shared {
     /// Spent tasks beyond what the workers' pools keep
     /// (`fiber::task_pool`).
     pub(in crate::runtime) task_spill: crate::runtime::task::pool::TaskSpill,
+    /// Dumps and the stall monitor (`runtime::dump`, `runtime::monitor`).
+    pub(crate) insight: crate::runtime::dump::Insight,
 }
 
 /// The probe of a spawner that is not a worker of this runtime: every
@@ -470,6 +474,7 @@ impl Shared {
             fork_gen: crate::runtime::fork_generation(),
             started: AtomicUsize::new(0),
             task_spill: crate::runtime::task::pool::TaskSpill::new(),
+            insight: crate::runtime::dump::Insight::new(),
         }
     }
 
@@ -707,6 +712,7 @@ impl Shared {
     /// Wake every worker (shutdown).
     pub(crate) fn wake_all(&self) {
         self.idle.wake_all(&*self.workers);
+        self.insight.monitor.unpark();
     }
 
     /// Some worker is searching for work or asleep (stealing policies only).

@@ -58,6 +58,7 @@ pub(crate) fn closure_limit(stack_size: usize) -> usize {
     stack_size / 4
 }
 
+#[track_caller]
 pub(crate) fn spawn_on<F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -73,11 +74,13 @@ where
 /// The caller guarantees the fiber finishes (or is destroyed) before
 /// anything it borrows goes away: `scope` and `join` wait for their
 /// children on every path, including unwinding and shutdown.
+#[track_caller]
 pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
+    let site = std::panic::Location::caller();
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
     match stack::check_size(stack_size, shared.stack_mode) {
         Ok(()) => {}
@@ -180,6 +183,8 @@ where
         pinned,
         placed: pinned.unwrap_or(target),
         reclaim_by,
+        spawn_site: Some(site),
+        born_ms: shared.insight.born_now(),
         entry: None,
     };
     let make_task = |entry: Option<task::Entry>| {
@@ -318,6 +323,7 @@ fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
 }
 
 /// `fiber::Builder::spawn`: spawn on the calling worker's runtime.
+#[track_caller]
 pub(crate) fn spawn_current<F, T>(f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -341,6 +347,7 @@ where
 }
 
 /// Fork-join (see `fiber::join`).
+#[track_caller]
 pub(crate) fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,

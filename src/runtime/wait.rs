@@ -301,16 +301,17 @@ pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
 }
 
 impl Node {
-    /// Record what the waiter waits on (deadlock report); a fiber's node
-    /// names its own task (the same on every thread): no TLS look-up.
+    /// Record what the waiter waits on and the user call that waits
+    /// (deadlock report, dumps); a fiber's node names its own task (the
+    /// same on every thread): no TLS look-up.
     #[inline]
-    pub(crate) fn set_wait_reason(&self, kind: u8, obj: u64) {
+    pub(crate) fn set_wait_reason(&self, kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
         let t = self.task();
         if t.is_null() {
-            crate::runtime::set_wait_reason(kind, obj);
+            crate::runtime::context::set_wait_reason_at(kind, obj, site);
         } else {
             // SAFETY: the waiting fiber's own task, alive while it runs.
-            crate::runtime::context::set_task_wait_reason(unsafe { &*t }, kind, obj);
+            crate::runtime::context::set_task_wait_reason_at(unsafe { &*t }, kind, obj, site);
         }
     }
     /// The waiter may not suspend now (`runtime::current_cannot_suspend`).

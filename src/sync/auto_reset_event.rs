@@ -119,6 +119,7 @@ impl AutoResetEvent {
     /// std::thread::spawn(move || e2.set());
     /// e.wait();
     /// ```
+    #[track_caller]
     pub fn wait(&self) {
         self.wait_inner(None);
     }
@@ -131,6 +132,7 @@ impl AutoResetEvent {
     /// let e = numafiber::sync::AutoResetEvent::new();
     /// assert!(!e.wait_timeout(Duration::from_millis(1)));
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&self, dur: Duration) -> bool {
         self.wait_inner(Instant::now().checked_add(dur))
     }
@@ -150,6 +152,7 @@ impl AutoResetEvent {
         self.wait_inner(Some(deadline))
     }
 
+    #[track_caller]
     fn wait_inner(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();

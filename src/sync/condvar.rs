@@ -174,6 +174,7 @@ impl Condvar {
     /// while *g == 0 { g = pair.1.wait(g); }
     /// t.join().unwrap();
     /// ```
+    #[track_caller]
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         self.wait_until_inner(guard, None).0
     }
@@ -189,6 +190,7 @@ impl Condvar {
     /// let g = cv.wait_while(m.lock(), |n| *n == 0); // already false: no wait
     /// assert_eq!(*g, 3);
     /// ```
+    #[track_caller]
     pub fn wait_while<'a, T: ?Sized>(
         &self,
         mut guard: MutexGuard<'a, T>,
@@ -220,6 +222,7 @@ impl Condvar {
     /// });
     /// assert!(timed_out);
     /// ```
+    #[track_caller]
     pub fn wait_timeout<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -295,6 +298,7 @@ impl Condvar {
     /// let (g, r) = cv.wait_timeout_while(m.lock(), Duration::from_millis(2), |ok| !*ok);
     /// assert!(r.timed_out() && !*g);
     /// ```
+    #[track_caller]
     pub fn wait_timeout_while<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -323,6 +327,7 @@ impl Condvar {
         }
     }
 
+    #[track_caller]
     fn wait_until_inner<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,

@@ -77,6 +77,7 @@ impl Barrier {
     /// let me = b.wait().is_leader();
     /// assert!(me ^ t.join().unwrap());
     /// ```
+    #[track_caller]
     pub fn wait(&self) -> BarrierWaitResult {
         let (id, node) = {
             let mut q = self.queue.lock();
@@ -208,6 +209,7 @@ impl WaitGroup {
     /// std::thread::spawn(move || w.done());
     /// wg.wait();
     /// ```
+    #[track_caller]
     pub fn wait(&self) {
         let (id, node) = {
             let mut q = self.queue.lock();
@@ -311,6 +313,7 @@ impl Event {
     /// std::thread::spawn(move || e2.set());
     /// e.wait();
     /// ```
+    #[track_caller]
     pub fn wait(&self) {
         self.wait_inner(None);
     }
@@ -322,6 +325,7 @@ impl Event {
     /// let e = numafiber::sync::Event::new();
     /// assert!(!e.wait_timeout(Duration::from_millis(1)));
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&self, dur: Duration) -> bool {
         self.wait_inner(Instant::now().checked_add(dur))
     }
@@ -340,6 +344,7 @@ impl Event {
         self.wait_inner(Some(deadline))
     }
 
+    #[track_caller]
     fn wait_inner(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();

@@ -105,6 +105,7 @@ impl<T: ?Sized> Mutex<T> {
     /// *m.lock() += 1;
     /// assert_eq!(*m.lock(), 2);
     /// ```
+    #[track_caller]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_err() {
             self.lock_slow(None);
@@ -194,6 +195,7 @@ impl<T: ?Sized> Mutex<T> {
     /// deadline passed first (or, with a deadline, the caller cannot
     /// suspend). Without a deadline it returns only with the lock.
     #[cold]
+    #[track_caller]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();
@@ -302,6 +304,7 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         self.lock as *const Mutex<T> as *const () as usize
     }
     /// Re-create a guard after `lock` (used by [`super::Condvar`]).
+    #[track_caller]
     pub(crate) fn relock(m: &'a Mutex<T>) -> MutexGuard<'a, T> {
         m.lock()
     }

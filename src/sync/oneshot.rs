@@ -377,6 +377,7 @@ impl<T> Future<T> {
     /// drop(p);
     /// assert!(f.wait().unwrap_err().is_broken());
     /// ```
+    #[track_caller]
     pub fn wait(mut self) -> Result<T, FutureError> {
         self.wait_inner(None)
     }
@@ -392,6 +393,7 @@ impl<T> Future<T> {
     /// p.set('x');
     /// assert_eq!(f.wait_timeout(Duration::from_secs(1)).unwrap(), 'x');
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&mut self, dur: Duration) -> Result<T, FutureError> {
         match Instant::now().checked_add(dur) {
             Some(d) => self.wait_inner(Some(d)),
@@ -456,6 +458,7 @@ impl<T> Future<T> {
         super::SharedFuture::from_inner(inner)
     }
 
+    #[track_caller]
     fn wait_inner(&mut self, deadline: Option<Instant>) -> Result<T, FutureError> {
         let r = self.inner.wait_ready(deadline);
         if let Some(v) = take(&mut self.inner.queue.lock().state) {

@@ -285,11 +285,15 @@ pub(crate) enum Outcome<P> {
 pub(crate) struct Reason {
     pub(crate) kind: u8,
     pub(crate) obj: u64,
+    /// The user call that waits (`#[track_caller]` from the public
+    /// waiting method down to here): shown by dumps.
+    pub(crate) site: &'static std::panic::Location<'static>,
 }
 
 impl Reason {
+    #[track_caller]
     pub(crate) fn new<T: ?Sized>(kind: u8, obj: &T) -> Reason {
-        Reason { kind, obj: obj as *const T as *const () as usize as u64 }
+        Reason { kind, obj: obj as *const T as *const () as usize as u64, site: std::panic::Location::caller() }
     }
 }
 
@@ -367,7 +371,7 @@ impl<S, P> WaitQueue<S, P> {
         // TLS look-up per step of the wait. A thread's node goes through
         // the accessors (a thread may still run a fiber being destroyed
         // outside any worker: the shutdown drain).
-        node.set_wait_reason(reason.kind, reason.obj);
+        node.set_wait_reason(reason.kind, reason.obj, reason.site);
         let leave = loop {
             if node.is_signalled() {
                 break None;
@@ -385,7 +389,7 @@ impl<S, P> WaitQueue<S, P> {
                 }
             }
         };
-        node.set_wait_reason(wait_kind::NONE, 0);
+        node.set_wait_reason(wait_kind::NONE, 0, reason.site);
         guard.on_granted = None; // normal exit: disarm
         let Some(timed_out) = leave else { return Outcome::Signalled };
         let mut inner = self.lock();

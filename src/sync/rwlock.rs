@@ -123,6 +123,7 @@ impl<T: ?Sized> RwLock<T> {
     /// let l = numafiber::sync::RwLock::new(5);
     /// assert_eq!(*l.read(), 5);
     /// ```
+    #[track_caller]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
         self.acquire(false);
         RwLockReadGuard { lock: self }
@@ -135,6 +136,7 @@ impl<T: ?Sized> RwLock<T> {
     /// *l.write() = 6;
     /// assert_eq!(*l.read(), 6);
     /// ```
+    #[track_caller]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         self.acquire(true);
         RwLockWriteGuard { lock: self }
@@ -190,6 +192,7 @@ impl<T: ?Sized> RwLock<T> {
         free
     }
 
+    #[track_caller]
     fn acquire(&self, write: bool) {
         let (id, node) = {
             let mut q = self.queue.lock();

@@ -78,6 +78,7 @@ impl Semaphore {
     /// let _p = s.acquire();
     /// assert!(s.try_acquire().is_none());
     /// ```
+    #[track_caller]
     pub fn acquire(&self) -> SemaphorePermit<'_> {
         self.acquire_inner(None).expect("no deadline")
     }
@@ -90,6 +91,7 @@ impl Semaphore {
     /// let s = numafiber::sync::Semaphore::new(0);
     /// assert!(s.acquire_timeout(Duration::from_millis(1)).is_none());
     /// ```
+    #[track_caller]
     pub fn acquire_timeout(&self, dur: Duration) -> Option<SemaphorePermit<'_>> {
         self.acquire_inner(Instant::now().checked_add(dur))
     }
@@ -180,6 +182,7 @@ impl Semaphore {
         }
     }
 
+    #[track_caller]
     fn acquire_inner(&self, deadline: Option<Instant>) -> Option<SemaphorePermit<'_>> {
         let (id, node) = {
             let mut q = self.queue.lock();

@@ -104,6 +104,7 @@ impl<T> JoinHandle<T> {
     /// let err = rt.block_on(|| fiber::spawn(|| -> u8 { panic!("boom") }).join().unwrap_err());
     /// assert_eq!(err.panic_message(), Some("boom"));
     /// ```
+    #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         // SAFETY (both waits): a `JoinHandle` is its packet's one owner
         // (not `Clone`; `join` consumes it).
@@ -273,6 +274,7 @@ pub(crate) fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
 
 /// Block until `packet` completes; during cancellation destroy the child
 /// instead of waiting for it.
+#[track_caller]
 pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     if packet.is_done() {
         return;

@@ -86,7 +86,8 @@ pub(crate) mod pool;
 pub(crate) mod stack;
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::panic::Location;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 use crate::loom::sync::atomic::AtomicU8 as StateCell;
 use std::sync::Arc;
@@ -193,6 +194,19 @@ pub(crate) struct Task {
     pub(crate) wait_kind: AtomicU8,
     /// The object waited on: its address, or a fiber id for joins.
     pub(crate) wait_obj: AtomicU64,
+    /// The user call that waits (`#[track_caller]` through the public
+    /// waiting functions), for dumps: written by the fiber with
+    /// `wait_kind`, read (relaxed) by a dump. Null: none recorded.
+    wait_site: AtomicPtr<Location<'static>>,
+    /// The user call that spawned the fiber (`None`: the runtime did).
+    pub(crate) spawn_site: Option<&'static Location<'static>>,
+    /// The runtime's coarse clock at spawn (`runtime::dump::Insight`;
+    /// 0: the clock was not running), for the fiber's age in dumps.
+    pub(crate) born_ms: u32,
+    /// Moves to another worker when resumed: to one of the same node in
+    /// the low 16 bits, of another node in the high 16, each saturating.
+    /// Written only by the holder of the run permission; read by dumps.
+    migrations: AtomicU32,
     /// "Granted" flag of the wait queue entry this fiber waits on
     /// (`sync::queue`): cleared by the fiber when it queues itself, set by
     /// the granter, both under that queue's lock; read by the fiber.
@@ -241,11 +255,16 @@ pub(crate) mod wait_kind {
     pub(crate) const JOIN_SET: u8 = 18;
     /// A blocking `select` (`obj`: its first channel).
     pub(crate) const SELECT: u8 = 19;
+    /// `fiber::sleep` (the object is the deadline, `runtime::dump::deadline_code`):
+    /// a timer is armed, so never part of a deadlock.
+    pub(crate) const SLEEP: u8 = 20;
+    /// Socket readiness for writing (`IO` is for reading): same as `IO`.
+    pub(crate) const IO_WRITE: u8 = 21;
     /// `fiber::park` (woken by a `Fiber::unpark`).
-    pub(crate) const PARK: u8 = 20;
+    pub(crate) const PARK: u8 = 22;
     /// `fiber::block_on_future`: woken by the future's waker, which an
     /// outside party (another executor, a reactor) may hold: as `IO`.
-    pub(crate) const FUTURE: u8 = 21;
+    pub(crate) const FUTURE: u8 = 23;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -307,6 +326,10 @@ pub(crate) struct NewTask {
     pub(crate) placed: usize,
     /// The fiber that may reclaim it, or 0 (`Task::reclaim_by`).
     pub(crate) reclaim_by: u64,
+    /// The user call that spawned it (`Task::spawn_site`).
+    pub(crate) spawn_site: Option<&'static Location<'static>>,
+    /// The coarse clock at spawn (`Task::born_ms`).
+    pub(crate) born_ms: u32,
     /// `None` for a spawn that puts its entry in afterwards, with its
     /// closure in the task (`fiber::packet::new_in_task`).
     pub(crate) entry: Option<Entry>,
@@ -329,6 +352,10 @@ impl NewTask {
             last_worker: AtomicUsize::new(self.placed),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
+            wait_site: AtomicPtr::new(std::ptr::null_mut()),
+            spawn_site: self.spawn_site,
+            born_ms: self.born_ms,
+            migrations: AtomicU32::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             timer_gen: AtomicU64::new(0),
             body: UnsafeCell::new(Body { entry: self.entry, coro: None, yielder: std::ptr::null(), registered: false }),
@@ -359,6 +386,10 @@ impl NewTask {
             last_worker,
             wait_kind,
             wait_obj,
+            wait_site,
+            spawn_site,
+            born_ms,
+            migrations,
             wait_signalled,
             timer_gen,
             body,
@@ -381,6 +412,10 @@ impl NewTask {
         *last_worker = AtomicUsize::new(self.placed);
         *wait_kind = AtomicU8::new(self::wait_kind::NONE);
         *wait_obj = AtomicU64::new(0);
+        *wait_site = AtomicPtr::new(std::ptr::null_mut());
+        *spawn_site = self.spawn_site;
+        *born_ms = self.born_ms;
+        *migrations = AtomicU32::new(0);
         *wait_signalled = crate::loom::sync::atomic::AtomicBool::new(false);
         *timer_gen = AtomicU64::new(0);
         // The old fiber's closure and packet: gone, so a recycled task never
@@ -450,7 +485,20 @@ impl Task {
         entry: impl Into<Entry>,
     ) -> TaskRef {
         let placed = pinned.unwrap_or(0);
-        Arc::new(NewTask { id, name, stack_size, pinned, placed, reclaim_by: 0, entry: Some(entry.into()) }.into_task())
+        Arc::new(
+            NewTask {
+                id,
+                name,
+                stack_size,
+                pinned,
+                placed,
+                reclaim_by: 0,
+                spawn_site: None,
+                born_ms: 0,
+                entry: Some(entry.into()),
+            }
+            .into_task(),
+        )
     }
 
     /// Finished and holding nothing that runs code when dropped: no
@@ -616,5 +664,41 @@ impl Task {
     /// Parked with no wake-up pending (deadlock report).
     pub(crate) fn is_parked(&self) -> bool {
         self.state.load(Acquire) == PARKED
+    }
+
+    /// The lifecycle value (`QUEUED`, `RUNNING`, `PARKED`, `DONE`) now
+    /// (dumps; stale as soon as it is read).
+    pub(crate) fn lifecycle(&self) -> u8 {
+        self.state.load(Acquire) & LIFECYCLE
+    }
+
+    /// Record the user call that waits (the fiber itself, with its wait
+    /// reason).
+    #[inline]
+    pub(crate) fn set_wait_site(&self, site: &'static Location<'static>) {
+        self.wait_site.store(site as *const Location<'static> as *mut _, Relaxed);
+    }
+
+    /// The user call the fiber last waited at.
+    pub(crate) fn wait_site(&self) -> Option<&'static Location<'static>> {
+        let p = self.wait_site.load(Relaxed);
+        // SAFETY: only ever set from a `&'static Location` (above).
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The holder of the run permission resumes the fiber on a worker
+    /// other than the last one: count the move (`remote`: another node).
+    #[inline]
+    pub(crate) fn note_migration(&self, remote: bool) {
+        let m = self.migrations.load(Relaxed);
+        let (lo, hi) = (m & 0xffff, m >> 16);
+        let (lo, hi) = if remote { (lo, (hi + 1).min(0xffff)) } else { ((lo + 1).min(0xffff), hi) };
+        self.migrations.store(lo | hi << 16, Relaxed);
+    }
+
+    /// Moves (same node, other node), see `note_migration`.
+    pub(crate) fn migrations(&self) -> (u32, u32) {
+        let m = self.migrations.load(Relaxed);
+        (m & 0xffff, m >> 16)
     }
 }

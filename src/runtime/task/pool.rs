@@ -264,6 +264,8 @@ mod tests {
             pinned: None,
             placed: 1,
             reclaim_by: 0,
+            spawn_site: None,
+            born_ms: 0,
             entry: Some(Box::new(Nop).into()),
         }
     }

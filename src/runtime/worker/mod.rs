@@ -129,7 +129,7 @@ pub(crate) struct WorkerLocal {
     /// `run`: the worker loop never runs on a fiber stack, so it never
     /// changes threads, and it writes the running fiber around each resume
     /// without an accessor call.
-    current: Cell<*const Cell<*const Task>>,
+    current: Cell<*const std::sync::atomic::AtomicPtr<Task>>,
     pub(crate) deque: Deque<Runnable>,
     yielded: YieldQueue,
     /// `shared.stack_mode == StackMode::Slab`: check the stack canary after
@@ -309,6 +309,9 @@ impl WorkerLocal {
     pub(crate) fn run(&self) {
         let shared = &self.shared;
         self.current.set(context::current_task_slot());
+        // Dumps and the stall monitor read the running fiber from here
+        // (`runtime::dump::running`).
+        self.me().insight.publish(self.current.get());
         loop {
             if shared.shutdown.load(Acquire) {
                 break;
@@ -335,6 +338,7 @@ impl WorkerLocal {
             self.park_idle();
         }
         self.set_busy(false);
+        crate::runtime::dump::running::retire(shared, self.me());
         self.hand_back_queues();
         self.tasks.clear();
     }
@@ -659,6 +663,8 @@ impl WorkerLocal {
             pinned: None,
             placed: self.index,
             reclaim_by: 0,
+            spawn_site: None,
+            born_ms: self.shared.insight.born_now(),
             entry: Some(Box::new(JobMain::new(j)).into()),
         };
         let t = self.tasks.alloc(new, &self.counters().tasks_reused, &self.shared.task_spill);
@@ -687,7 +693,15 @@ impl WorkerLocal {
                 self.drop_surplus(task);
                 return;
             }
-            task.set_last_worker(self.index);
+            let last = task.last_worker();
+            if last != self.index {
+                task.set_last_worker(self.index);
+                // SAFETY: we hold the run permission. A fiber with a
+                // coroutine ran before: count the move (dumps).
+                if unsafe { (*task.body_ptr()).coro.is_some() } {
+                    task.note_migration(self.shared.node_of(last) != self.shared.node_of(self.index));
+                }
+            }
         }
         // Owned fibers were last run by this worker (the yield and starved
         // queues are private), so `last_worker` is already ours.
@@ -737,9 +751,10 @@ impl WorkerLocal {
             // here has its permission with us, and has started: only a
             // fiber that ran can yield).
             let coro = unsafe { (*task.body_ptr()).coro.as_mut() }.expect("started above or yielded");
-            let prev = current.replace(&*task);
+            let prev = current.load(Relaxed);
+            current.store(Arc::as_ptr(&task) as *mut Task, Relaxed);
             let r = coro.resume(());
-            current.set(prev);
+            current.store(prev, Relaxed);
             // A child the fiber placed elsewhere and did not join at once
             // goes to its worker now ("The held-child slot").
             if self.holding.get() {
@@ -758,6 +773,9 @@ impl WorkerLocal {
                         // (the inbox), not in the private yield queue.
                         // Otherwise it stays here: it is what this worker
                         // runs next anyway.
+                        // Given away: not while a dump reads it
+                        // (`runtime::dump::running`).
+                        self.me().insight.wait_unprotected(&*task);
                         task.transition_to_queued_after_yield();
                         self.me().inbox.push(Runnable::Task(task));
                         shared.notify_idle();
@@ -770,6 +788,7 @@ impl WorkerLocal {
                     }
                 }
                 CoroutineResult::Yield(Suspend::Handoff) => {
+                    self.me().insight.wait_unprotected(&*task);
                     task.transition_to_queued_after_yield();
                     if task.pinned.is_some() {
                         // A pinned parent of an eager child: not stealable.
@@ -787,6 +806,7 @@ impl WorkerLocal {
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Park) => {
+                    self.me().insight.wait_unprotected(&*task);
                     self.end_yield_streak();
                     // SAFETY: still our permission; the fiber is suspended.
                     let body = unsafe { task.body() };
@@ -806,6 +826,7 @@ impl WorkerLocal {
                     return;
                 }
                 CoroutineResult::Return(()) => {
+                    self.me().insight.wait_unprotected(&*task);
                     self.end_yield_streak();
                     // SAFETY: as above.
                     let coro = unsafe { task.body() }.coro.take().expect("it just returned");
@@ -921,6 +942,8 @@ impl WorkerLocal {
         if watch_until.is_some() {
             shared.idle.set_watching(false);
         }
+        // The stall monitor parks while every worker sleeps.
+        shared.insight.monitor.worker_woke();
         // Withdrawn from the sleepers now: wake the fibers whose sockets
         // became ready (onto this worker's deque).
         for t in ready.drain(..) {

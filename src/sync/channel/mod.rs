@@ -364,6 +364,7 @@ impl<T> Sender<T> {
     /// tx.send(1).unwrap();
     /// assert_eq!(rx.recv(), Ok(1));
     /// ```
+    #[track_caller]
     pub fn send(&self, v: T) -> Result<(), SendError<T>> {
         self.send_until(v, None).map_err(|e| match e {
             TrySendError::Full(v) | TrySendError::Disconnected(v) => SendError(v),
@@ -378,6 +379,7 @@ impl<T> Sender<T> {
     /// let (tx, _rx) = bounded(0);
     /// assert_eq!(tx.send_timeout(1, Duration::from_millis(1)), Err(TrySendError::Full(1)));
     /// ```
+    #[track_caller]
     pub fn send_timeout(&self, v: T, dur: Duration) -> Result<(), TrySendError<T>> {
         self.send_until(v, Some(Instant::now().checked_add(dur).unwrap_or_else(far_future)))
     }
@@ -461,6 +463,7 @@ impl<T> Sender<T> {
         }
     }
 
+    #[track_caller]
     fn send_until(&self, v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
         let (id, node) = {
             let mut q = self.chan.q.lock();
@@ -556,6 +559,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv(), Ok(3));
     /// assert!(rx.recv().is_err());
     /// ```
+    #[track_caller]
     pub fn recv(&self) -> Result<T, RecvError> {
         self.recv_until(None).map_err(|_| RecvError)
     }
@@ -569,6 +573,7 @@ impl<T> Receiver<T> {
     /// tx.send(1).unwrap();
     /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Ok(1));
     /// ```
+    #[track_caller]
     pub fn recv_timeout(&self, dur: Duration) -> Result<T, RecvTimeoutError> {
         self.recv_until(Some(Instant::now().checked_add(dur).unwrap_or_else(far_future)))
     }
@@ -641,6 +646,7 @@ impl<T> Receiver<T> {
         }
     }
 
+    #[track_caller]
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let chan = &*self.chan;
         let mut spins = 0;
@@ -838,6 +844,7 @@ pub struct TryIter<'a, T> {
 
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
     }
@@ -845,6 +852,7 @@ impl<T> Iterator for Iter<'_, T> {
 
 impl<T> Iterator for TryIter<'_, T> {
     type Item = T;
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
         self.rx.try_recv().ok()
     }
@@ -852,6 +860,7 @@ impl<T> Iterator for TryIter<'_, T> {
 
 impl<T> Iterator for Receiver<T> {
     type Item = T;
+    #[track_caller]
     fn next(&mut self) -> Option<T> {
         self.recv().ok()
     }

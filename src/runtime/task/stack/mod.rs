@@ -228,6 +228,15 @@ fn class_of(size: usize) -> Option<(usize, usize)> {
     Some((idx, usable))
 }
 
+/// The bytes a stack for a fiber of `size` bytes spans above its lowest
+/// usable address (`Task::stack_lo`), as `get` carves it (dumps).
+pub(crate) fn usable_len(size: usize, mode: StackMode) -> Option<usize> {
+    match mode {
+        StackMode::Guarded => class_of(size).map(|(_, usable)| usable),
+        StackMode::Slab => size.checked_next_multiple_of(1024),
+    }
+}
+
 /// Where a stack's memory comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Origin {

@@ -1,0 +1,867 @@
+//! Seeing inside a running runtime: [`Dump`] (Go's goroutine dump), taken
+//! by [`Runtime::dump`](crate::Runtime::dump), [`Handle::dump`](crate::runtime::Handle::dump),
+//! a signal the user names ([`Builder::dump_on_signal`](crate::Builder::dump_on_signal))
+//! and the deadlock report.
+//!
+//! # How to read a dump
+//!
+//! ```text
+//! numafiber dump of runtime "numafiber": 4 fibers listed (1 running, 1 runnable, 2 parked), 0 runnable not listed; 2 workers, 1 node; taken in 0.2 ms
+//!
+//! node 0: workers [0, 1]; NLH workload 0, placements 4
+//! worker 0 (node 0, cpu 0): running fiber 3 for 1.20 s [held]; deque 1, slots 0, inbox 0, pinned 0, timers 1
+//! worker 1 (node 0, cpu 1): parked; deque 0, slots 0, inbox 0, pinned 0, timers 0
+//!
+//! fiber 3 "hog" [running, 1.20 s]:
+//!     spawned at examples/dump.rs:41:5
+//!     worker 0 (node 0); stack on node 0, 8 KiB touched; age 1.3 s; migrated 0 local, 0 remote
+//!
+//! fiber 2 "ticker" [parked: sleep until +8 ms]:
+//!     waiting at examples/dump.rs:35:13
+//!     spawned at examples/dump.rs:33:5
+//!     worker 0 (node 0); stack on node 0, 4 KiB touched; age 1.3 s; migrated 0 local, 0 remote
+//! ```
+//!
+//! * The first line counts the fibers listed and those that are queued but
+//!   have never parked (not listed one by one: see "What is listed").
+//! * A **node** line: the workers on it and its load as the placement
+//!   policy sees it (NLH's workload count and its placements so far).
+//! * A **worker** line: what it does now (`running fiber N for T`,
+//!   `searching`, `parked`), `[held]` when the stall monitor found its fiber
+//!   running longer than the threshold, and its queue lengths: the deque,
+//!   its two slots (the wake slot and the held-child slot), the inbox
+//!   other threads push to, the pinned inbox, and armed timers.
+//! * A **fiber** block: `[state]` is `running` (on a worker now),
+//!   `runnable` (in a queue, or kept by its worker's private yield queue)
+//!   or `parked: <what it waits on>`; `waiting at` is the line of user
+//!   code that called the waiting function (`Mutex::lock`, `recv`,
+//!   `sleep`, `join`, a socket read...), `spawned at` the line that spawned
+//!   it. Then the worker that last ran it and that worker's node, the NUMA
+//!   node its stack pages are on and how much of its stack it has touched
+//!   (resident pages), its age and how often it moved to another worker
+//!   of the same node (local) or of another node (remote).
+//!
+//! [`Dump::grouped`] folds the fibers by state, wait and call site, with
+//! counts: the form to read when there are thousands.
+//!
+//! # What is a snapshot and what may be stale
+//!
+//! A dump is taken while the runtime runs; nothing stops. Each fiber's
+//! state, wait and sites are read once, atomically per field, so a fiber
+//! may be shown parked while its waker is already queuing it (each line is
+//! true at some instant during the dump, not all at the same instant).
+//! Worker queue lengths are read one after the other. "Running for" and
+//! ages are measured by the stall monitor's clock (its sampling period,
+//! a quarter of the threshold); without the monitor they are not shown.
+//!
+//! # What is listed
+//!
+//! Every fiber that has parked at least once (the runtime registers a
+//! fiber when it first parks) and every fiber running on a worker now.
+//! A fiber that is queued and has never parked (spawned and not started,
+//! or yielding without ever waiting) sits in lock-free queues that other
+//! threads cannot walk; registering every spawn would cost the spawn path
+//! a lock, so these are counted per worker (the queue lengths) and in the
+//! first line, not listed.
+
+mod grouped;
+mod memory;
+pub(crate) mod running;
+pub(crate) mod signal;
+
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::runtime::task::{self, wait_kind, Task, TaskRef};
+use crate::runtime::shared::Shared;
+
+pub use grouped::Grouped;
+
+/// A report of every fiber and worker of a runtime (module docs: how to
+/// read it), with a Go-style [`Display`](fmt::Display).
+///
+/// ```
+/// use numafiber::{fiber, sync::Event, Runtime};
+/// use std::sync::Arc;
+/// let rt = Runtime::builder().workers(1).build()?;
+/// let ev = Arc::new(Event::new());
+/// let e = ev.clone();
+/// let h = rt.handle().spawn(move || e.wait());
+/// while !rt.dump().fibers().any(|f| f.state() == numafiber::runtime::FiberState::Parked) {
+///     std::thread::yield_now();
+/// }
+/// let d = rt.dump();
+/// let f = d.fibers().next().unwrap();
+/// assert_eq!(f.wait().unwrap().kind(), numafiber::runtime::WaitKind::Event);
+/// println!("{d}");
+/// ev.set();
+/// h.join().unwrap();
+/// # Ok::<(), numafiber::BuildError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Dump {
+    runtime: String,
+    fibers: Vec<FiberDump>,
+    workers: Vec<WorkerDump>,
+    nodes: Vec<NodeDump>,
+    not_listed: usize,
+    took: Duration,
+    shut_down: bool,
+}
+
+/// One fiber of a [`Dump`].
+#[derive(Debug, Clone)]
+pub struct FiberDump {
+    id: u64,
+    name: Option<Arc<str>>,
+    state: FiberState,
+    wait: Option<Wait>,
+    wait_site: Option<&'static Location<'static>>,
+    spawn_site: Option<&'static Location<'static>>,
+    worker: usize,
+    node: usize,
+    stack_node: Option<usize>,
+    stack_touched: Option<usize>,
+    age: Option<Duration>,
+    running_for: Option<Duration>,
+    migrated: (u32, u32),
+}
+
+/// What a fiber is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum FiberState {
+    /// On a worker now.
+    Running,
+    /// Ready to run: in a queue, or kept by its worker to run next.
+    Runnable,
+    /// Waiting for something ([`FiberDump::wait`]).
+    Parked,
+}
+
+impl fmt::Display for FiberState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FiberState::Running => "running",
+            FiberState::Runnable => "runnable",
+            FiberState::Parked => "parked",
+        })
+    }
+}
+
+/// What a parked fiber waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    kind: WaitKind,
+    object: u64,
+    until: Option<Instant>,
+}
+
+/// The kind of thing a fiber waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum WaitKind {
+    /// `JoinHandle::join` / `await_fiber` (the object is the fiber id).
+    Join,
+    /// `when_any` (the object is the first fiber's id).
+    JoinAny,
+    /// The end of a `scope`, joining a child (the object is its id).
+    Scope,
+    /// `JoinSet::join_next`.
+    JoinSet,
+    /// `Mutex::lock`.
+    Mutex,
+    /// `Condvar::wait`.
+    Condvar,
+    /// `RwLock::read`.
+    RwLockRead,
+    /// `RwLock::write`.
+    RwLockWrite,
+    /// `Semaphore::acquire`.
+    Semaphore,
+    /// `Barrier::wait`.
+    Barrier,
+    /// `WaitGroup::wait`.
+    WaitGroup,
+    /// `Event::wait`.
+    Event,
+    /// `AutoResetEvent::wait`.
+    AutoResetEvent,
+    /// A oneshot `Future::wait`.
+    Oneshot,
+    /// A channel receive.
+    ChannelRecv,
+    /// A channel send (bounded channel full).
+    ChannelSend,
+    /// A blocking `select` over channels ([`Wait::object`] is its first
+    /// channel).
+    Select,
+    /// `fiber::sleep` ([`Wait::until`] is the deadline).
+    Sleep,
+    /// A socket (`numafiber::net`): readiness for reading.
+    SocketRead,
+    /// A socket: readiness for writing.
+    SocketWrite,
+    /// `spawn_blocking` / `block_in_place`: a helper thread runs the call.
+    Blocking,
+    /// `fiber::park` / `park_timeout` (woken by `Fiber::unpark`).
+    Park,
+    /// `fiber::block_on_future`: the future's waker wakes it.
+    Future,
+    /// Something this version of the dump does not name.
+    Other,
+}
+
+impl WaitKind {
+    fn from_raw(k: u8) -> Option<WaitKind> {
+        use wait_kind as w;
+        Some(match k {
+            w::NONE => return None,
+            w::JOIN => WaitKind::Join,
+            w::JOIN_ANY => WaitKind::JoinAny,
+            w::SCOPE => WaitKind::Scope,
+            w::JOIN_SET => WaitKind::JoinSet,
+            w::MUTEX => WaitKind::Mutex,
+            w::CONDVAR => WaitKind::Condvar,
+            w::RWLOCK_READ => WaitKind::RwLockRead,
+            w::RWLOCK_WRITE => WaitKind::RwLockWrite,
+            w::SEMAPHORE => WaitKind::Semaphore,
+            w::BARRIER => WaitKind::Barrier,
+            w::WAITGROUP => WaitKind::WaitGroup,
+            w::EVENT => WaitKind::Event,
+            w::AUTO_EVENT => WaitKind::AutoResetEvent,
+            w::ONESHOT => WaitKind::Oneshot,
+            w::CHAN_RECV => WaitKind::ChannelRecv,
+            w::CHAN_SEND => WaitKind::ChannelSend,
+            w::SELECT => WaitKind::Select,
+            w::SLEEP => WaitKind::Sleep,
+            w::IO => WaitKind::SocketRead,
+            w::IO_WRITE => WaitKind::SocketWrite,
+            w::BLOCKING => WaitKind::Blocking,
+            w::PARK => WaitKind::Park,
+            w::FUTURE => WaitKind::Future,
+            _ => WaitKind::Other,
+        })
+    }
+
+    /// Short human name (`"channel receive"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitKind::Join => "join",
+            WaitKind::JoinAny => "when_any",
+            WaitKind::Scope => "scope end",
+            WaitKind::JoinSet => "JoinSet::join_next",
+            WaitKind::Mutex => "Mutex lock",
+            WaitKind::Condvar => "Condvar wait",
+            WaitKind::RwLockRead => "RwLock read",
+            WaitKind::RwLockWrite => "RwLock write",
+            WaitKind::Semaphore => "Semaphore acquire",
+            WaitKind::Barrier => "Barrier wait",
+            WaitKind::WaitGroup => "WaitGroup wait",
+            WaitKind::Event => "Event wait",
+            WaitKind::AutoResetEvent => "AutoResetEvent wait",
+            WaitKind::Oneshot => "oneshot wait",
+            WaitKind::ChannelRecv => "channel receive",
+            WaitKind::ChannelSend => "channel send",
+            WaitKind::Select => "select",
+            WaitKind::Sleep => "sleep",
+            WaitKind::SocketRead => "socket read",
+            WaitKind::SocketWrite => "socket write",
+            WaitKind::Blocking => "blocking call",
+            WaitKind::Park => "fiber::park",
+            WaitKind::Future => "future",
+            WaitKind::Other => "wait",
+        }
+    }
+}
+
+impl fmt::Display for WaitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Wait {
+    /// The kind of thing waited on.
+    pub fn kind(&self) -> WaitKind {
+        self.kind
+    }
+
+    /// The object: the primitive's (or socket registration's) address, or
+    /// a fiber id for joins; 0 where there is none (sleep, blocking call).
+    pub fn object(&self) -> u64 {
+        self.object
+    }
+
+    /// The deadline of a sleep.
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            WaitKind::Join | WaitKind::Scope => write!(f, "{} of fiber {}", self.kind, self.object),
+            WaitKind::JoinAny => write!(f, "{} (first: fiber {})", self.kind, self.object),
+            WaitKind::Sleep => match self.until {
+                Some(u) => match u.checked_duration_since(Instant::now()) {
+                    Some(left) => write!(f, "sleep, {} left", Secs(left)),
+                    None => f.write_str("sleep, due"),
+                },
+                None => f.write_str("sleep"),
+            },
+            WaitKind::Blocking => f.write_str("blocking call on a helper thread"),
+            WaitKind::Park => f.write_str("fiber::park"),
+            WaitKind::Future => f.write_str("block_on_future"),
+            k => write!(f, "{k} {:#x}", self.object),
+        }
+    }
+}
+
+/// One worker of a [`Dump`].
+#[derive(Debug, Clone)]
+pub struct WorkerDump {
+    index: usize,
+    node: usize,
+    cpu: usize,
+    activity: WorkerActivity,
+    running: Option<u64>,
+    running_for: Option<Duration>,
+    held: bool,
+    deque: usize,
+    slots: usize,
+    inbox: usize,
+    pinned: usize,
+    timers: usize,
+}
+
+/// What a worker does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkerActivity {
+    /// Running a fiber.
+    Running,
+    /// Between fibers, looking for work.
+    Searching,
+    /// Asleep (no work).
+    Parked,
+}
+
+/// One NUMA node of a [`Dump`]: its load as the placement policy sees it.
+#[derive(Debug, Clone)]
+pub struct NodeDump {
+    node: usize,
+    workers: Vec<usize>,
+    workload: i64,
+    placements: u64,
+}
+
+impl Dump {
+    /// Every listed fiber, running ones first, then by id (module docs:
+    /// "What is listed").
+    pub fn fibers(&self) -> impl Iterator<Item = &FiberDump> {
+        self.fibers.iter()
+    }
+
+    /// Every worker.
+    pub fn workers(&self) -> impl Iterator<Item = &WorkerDump> {
+        self.workers.iter()
+    }
+
+    /// Every node with workers.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeDump> {
+        self.nodes.iter()
+    }
+
+    /// Fibers queued that have never parked: counted, not listed.
+    pub fn not_listed(&self) -> usize {
+        self.not_listed
+    }
+
+    /// How long taking the dump took.
+    pub fn took(&self) -> Duration {
+        self.took
+    }
+
+    /// The fibers folded by state, wait and call site, largest groups
+    /// first, with counts; at most 60 lines
+    /// of groups however many fibers there are.
+    ///
+    /// ```
+    /// # let rt = numafiber::Runtime::builder().workers(1).build()?;
+    /// print!("{}", rt.dump().grouped());
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn grouped(&self) -> Grouped<'_> {
+        Grouped::new(self)
+    }
+}
+
+impl FiberDump {
+    /// The fiber's id (as in `fiber::current`).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Its name, if it was given one (`fiber::Builder::name`).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    /// Running, runnable or parked.
+    pub fn state(&self) -> FiberState {
+        self.state
+    }
+    /// What it waits on, when parked on something the runtime knows.
+    pub fn wait(&self) -> Option<&Wait> {
+        self.wait.as_ref()
+    }
+    /// The user code line that called the waiting function.
+    pub fn wait_site(&self) -> Option<&'static Location<'static>> {
+        self.wait_site
+    }
+    /// The user code line that spawned it (`None` for fibers the runtime
+    /// spawned itself: `block_on`'s root, stolen `join` halves).
+    pub fn spawn_site(&self) -> Option<&'static Location<'static>> {
+        self.spawn_site
+    }
+    /// The worker that runs it or last ran it (until it first runs: the
+    /// worker placement chose).
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+    /// That worker's NUMA node.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+    /// The NUMA node (OS index) its stack's top page is on, when the
+    /// kernel says (`None`: no stack yet, or `move_pages` unavailable).
+    pub fn stack_node(&self) -> Option<usize> {
+        self.stack_node
+    }
+    /// Bytes of its stack that are resident (touched), by `mincore`.
+    pub fn stack_touched(&self) -> Option<usize> {
+        self.stack_touched
+    }
+    /// Time since it was spawned (at the stall monitor's resolution;
+    /// `None` without the monitor).
+    pub fn age(&self) -> Option<Duration> {
+        self.age
+    }
+    /// For a running fiber: how long its current slice has lasted, at the
+    /// monitor's resolution.
+    pub fn running_for(&self) -> Option<Duration> {
+        self.running_for
+    }
+    /// How often it moved to another worker of the same node.
+    pub fn migrated_local(&self) -> u32 {
+        self.migrated.0
+    }
+    /// How often it moved to a worker of another node.
+    pub fn migrated_remote(&self) -> u32 {
+        self.migrated.1
+    }
+}
+
+impl WorkerDump {
+    /// The worker's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    /// Its NUMA node (topology index).
+    pub fn node(&self) -> usize {
+        self.node
+    }
+    /// The OS CPU it is pinned to.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+    /// What it does.
+    pub fn activity(&self) -> WorkerActivity {
+        self.activity
+    }
+    /// The fiber it runs, if any.
+    pub fn running(&self) -> Option<u64> {
+        self.running
+    }
+    /// How long that fiber has run without giving control back (monitor
+    /// resolution).
+    pub fn running_for(&self) -> Option<Duration> {
+        self.running_for
+    }
+    /// The stall monitor found its fiber running past the threshold.
+    pub fn held(&self) -> bool {
+        self.held
+    }
+    /// Deque length (stealable).
+    pub fn deque(&self) -> usize {
+        self.deque
+    }
+    /// Occupied slots (wake slot and held-child slot).
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// Inbox length (pushes from other threads).
+    pub fn inbox(&self) -> usize {
+        self.inbox
+    }
+    /// Pinned inbox length.
+    pub fn pinned(&self) -> usize {
+        self.pinned
+    }
+    /// Armed timers.
+    pub fn timers(&self) -> usize {
+        self.timers
+    }
+}
+
+impl NodeDump {
+    /// The node's topology index.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+    /// Its workers.
+    pub fn workers(&self) -> &[usize] {
+        &self.workers
+    }
+    /// NLH's workload count for it (0 for policies that keep none).
+    pub fn workload(&self) -> i64 {
+        self.workload
+    }
+    /// Fibers placed on it so far.
+    pub fn placements(&self) -> u64 {
+        self.placements
+    }
+}
+
+/// A duration printed the way a person reads it.
+pub(crate) struct Secs(pub(crate) Duration);
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0.as_secs_f64();
+        if s >= 1.0 {
+            write!(f, "{s:.2} s")
+        } else if s >= 1e-3 {
+            write!(f, "{:.0} ms", s * 1e3)
+        } else {
+            write!(f, "{:.0} us", s * 1e6)
+        }
+    }
+}
+
+/// Bytes in KiB/MiB.
+struct Bytes(usize);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 >= 1 << 20 {
+            write!(f, "{:.1} MiB", self.0 as f64 / (1u64 << 20) as f64)
+        } else {
+            write!(f, "{} KiB", self.0 >> 10)
+        }
+    }
+}
+
+impl fmt::Display for Dump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |s| self.fibers.iter().filter(|x| x.state == s).count();
+        writeln!(
+            f,
+            "numafiber dump of runtime {:?}: {} fibers listed ({} running, {} runnable, {} parked), {} runnable not listed; {} workers, {} node{}; taken in {}{}",
+            self.runtime,
+            self.fibers.len(),
+            count(FiberState::Running),
+            count(FiberState::Runnable),
+            count(FiberState::Parked),
+            self.not_listed,
+            self.workers.len(),
+            self.nodes.len(),
+            if self.nodes.len() == 1 { "" } else { "s" },
+            Secs(self.took),
+            if self.shut_down { " (the runtime is shut down)" } else { "" },
+        )?;
+        writeln!(f)?;
+        for n in &self.nodes {
+            writeln!(f, "{n}")?;
+        }
+        for w in &self.workers {
+            writeln!(f, "{w}")?;
+        }
+        for x in &self.fibers {
+            writeln!(f)?;
+            write!(f, "{x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for NodeDump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {}: workers {:?}; NLH workload {}, placements {}",
+            self.node, self.workers, self.workload, self.placements
+        )
+    }
+}
+
+impl fmt::Display for WorkerDump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "worker {} (node {}, cpu {}): ", self.index, self.node, self.cpu)?;
+        match (self.activity, self.running) {
+            (WorkerActivity::Running, Some(id)) => {
+                write!(f, "running fiber {id}")?;
+                if let Some(d) = self.running_for {
+                    write!(f, " for {}", Secs(d))?;
+                }
+            }
+            (WorkerActivity::Running, None) => f.write_str("running a fiber")?,
+            (WorkerActivity::Searching, _) => f.write_str("searching")?,
+            (WorkerActivity::Parked, _) => f.write_str("parked")?,
+        }
+        if self.held {
+            f.write_str(" [held]")?;
+        }
+        write!(
+            f,
+            "; deque {}, slots {}, inbox {}, pinned {}, timers {}",
+            self.deque, self.slots, self.inbox, self.pinned, self.timers
+        )
+    }
+}
+
+impl fmt::Display for FiberDump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fiber {}", self.id)?;
+        if let Some(n) = &self.name {
+            write!(f, " {n:?}")?;
+        }
+        write!(f, " [{}", self.state)?;
+        if let Some(w) = &self.wait {
+            write!(f, ": {w}")?;
+        }
+        if let Some(d) = self.running_for {
+            write!(f, ", {}", Secs(d))?;
+        }
+        writeln!(f, "]:")?;
+        if let Some(l) = self.wait_site {
+            writeln!(f, "    waiting at {l}")?;
+        }
+        if let Some(l) = self.spawn_site {
+            writeln!(f, "    spawned at {l}")?;
+        }
+        write!(f, "    worker {} (node {})", self.worker, self.node)?;
+        match (self.stack_node, self.stack_touched) {
+            (Some(n), Some(b)) => write!(f, "; stack on node {n}, {} touched", Bytes(b))?,
+            (None, Some(b)) => write!(f, "; stack {} touched", Bytes(b))?,
+            _ => f.write_str("; no stack yet")?,
+        }
+        if let Some(a) = self.age {
+            write!(f, "; age {}", Secs(a))?;
+        }
+        writeln!(f, "; migrated {} local, {} remote", self.migrated.0, self.migrated.1)
+    }
+}
+
+/// The runtime-wide part of the insight machinery (in `Shared::insight`).
+pub(crate) struct Insight {
+    /// Serializes inspectors (dumps, the monitor) against each other and
+    /// against worker threads leaving (`running::retire`): `true` once the
+    /// workers are gone.
+    pub(crate) inspect: std::sync::Mutex<bool>,
+    /// Coarse clock: milliseconds since `origin`, advanced by the stall
+    /// monitor at each sample (0 while it never ran). Read by spawns (the
+    /// fiber's birth) and dumps (ages).
+    pub(crate) clock_ms: std::sync::atomic::AtomicU64,
+    pub(crate) origin: Instant,
+    /// The stall monitor's shared part.
+    pub(crate) monitor: crate::runtime::monitor::MonitorShared,
+    /// The runtime's name (for reports).
+    pub(crate) name: std::sync::OnceLock<String>,
+}
+
+impl Insight {
+    pub(crate) fn new() -> Insight {
+        Insight {
+            inspect: std::sync::Mutex::new(false),
+            clock_ms: std::sync::atomic::AtomicU64::new(0),
+            origin: Instant::now(),
+            monitor: crate::runtime::monitor::MonitorShared::new(),
+            name: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The coarse clock now (0: not running).
+    #[inline]
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock_ms.load(Relaxed)
+    }
+
+    /// The coarse clock for a new fiber's `born_ms` (saturating at
+    /// `u32::MAX` ms, 49 days).
+    #[inline]
+    pub(crate) fn born_now(&self) -> u32 {
+        self.now_ms().min(u64::from(u32::MAX)) as u32
+    }
+
+    /// Advance the coarse clock (monitor thread, and a dump).
+    pub(crate) fn tick(&self) -> u64 {
+        // +1: 0 means "no clock".
+        let ms = self.origin.elapsed().as_millis() as u64 + 1;
+        self.clock_ms.fetch_max(ms, Relaxed);
+        ms
+    }
+
+    /// The age of something born at coarse time `born` (0: unknown).
+    fn age(&self, born: u64, now: u64) -> Option<Duration> {
+        (born != 0 && now >= born).then(|| Duration::from_millis(now - born))
+    }
+}
+
+/// The process-wide origin of `deadline_code`.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// A deadline as a `u64` (nanoseconds after a process-wide origin), for
+/// `Task::wait_obj` of a sleep.
+pub(crate) fn deadline_code(d: Instant) -> u64 {
+    d.saturating_duration_since(epoch()).as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+fn deadline_from_code(c: u64) -> Instant {
+    epoch() + Duration::from_nanos(c)
+}
+
+/// Take a dump of `shared` (module docs).
+pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
+    let start = Instant::now();
+    let ins = &shared.insight;
+    let guard = ins.inspect.lock().unwrap_or_else(|e| e.into_inner());
+    let shut_down = *guard;
+    let now = if ins.now_ms() != 0 { ins.tick() } else { 0 };
+    let mut fibers: Vec<FiberDump> = Vec::new();
+    let mut tasks: Vec<TaskRef> = Vec::new();
+    let mut workers = Vec::with_capacity(shared.workers.len());
+    let mut not_listed = 0usize;
+    for (i, w) in shared.workers.iter().enumerate() {
+        let running = if shut_down { None } else { running::protect(w) };
+        let held_since = w.insight.held_since_ms.load(Relaxed);
+        let slice_ms = w.insight.slice_start_ms.load(Relaxed);
+        let running_for = running
+            .as_ref()
+            .filter(|_| slice_ms != 0 && now >= slice_ms)
+            .map(|_| Duration::from_millis(now - slice_ms));
+        let activity = if running.is_some() {
+            WorkerActivity::Running
+        } else if w.sleeper.is_sleeping() {
+            WorkerActivity::Parked
+        } else {
+            WorkerActivity::Searching
+        };
+        let slots = usize::from(w.wake_slot.is_occupied()) + usize::from(w.held.is_occupied());
+        let deque = w.stealer.len();
+        let inbox = w.inbox.len();
+        let pinned = w.pinned_inbox.len();
+        not_listed += deque + slots + inbox + pinned;
+        workers.push(WorkerDump {
+            index: i,
+            node: w.slot.node,
+            cpu: w.slot.cpu,
+            activity,
+            running: running.as_ref().map(|t| t.id),
+            running_for,
+            held: held_since != 0 && running.is_some(),
+            deque,
+            slots,
+            inbox,
+            pinned,
+            timers: w.timers.load(Relaxed),
+        });
+        if let Some(t) = running {
+            fibers.push(fiber_of(shared, &t, FiberState::Running, running_for, now));
+            tasks.push(t);
+        }
+    }
+    drop(guard);
+    let nrunning = fibers.len();
+    let mut registered = shared.registry.snapshot();
+    registered.sort_unstable_by_key(|t| t.id);
+    for t in registered {
+        if tasks[..nrunning].iter().any(|r| r.id == t.id) {
+            continue;
+        }
+        let state = match t.lifecycle() {
+            task::QUEUED => {
+                // Queued entries of registered fibers are counted in the
+                // queue lengths above, and listed here.
+                not_listed = not_listed.saturating_sub(1);
+                FiberState::Runnable
+            }
+            // Running but not on a worker now: kept by its worker (yield
+            // queue, a reclaiming parent) or between our two reads.
+            task::RUNNING => FiberState::Runnable,
+            task::PARKED => FiberState::Parked,
+            _ => continue, // finished meanwhile
+        };
+        fibers.push(fiber_of(shared, &t, state, None, now));
+        tasks.push(t);
+    }
+    memory::fill(&mut fibers, &tasks, shared.stack_mode);
+    drop(tasks);
+    let mut nodes: Vec<NodeDump> = Vec::new();
+    for (i, w) in shared.workers.iter().enumerate() {
+        match nodes.iter_mut().find(|n| n.node == w.slot.node) {
+            Some(n) => n.workers.push(i),
+            None => nodes.push(NodeDump {
+                node: w.slot.node,
+                workers: vec![i],
+                workload: shared.sched.node_workload(w.slot.node),
+                placements: shared.sched.placements(w.slot.node),
+            }),
+        }
+    }
+    Dump {
+        runtime: ins.name.get().cloned().unwrap_or_default(),
+        fibers,
+        workers,
+        nodes,
+        not_listed,
+        took: start.elapsed(),
+        shut_down,
+    }
+}
+
+fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Duration>, now: u64) -> FiberDump {
+    let kind = t.wait_kind.load(Relaxed);
+    let obj = t.wait_obj.load(Relaxed);
+    let wait = if state == FiberState::Parked {
+        WaitKind::from_raw(kind).map(|k| Wait {
+            kind: k,
+            object: if k == WaitKind::Sleep { 0 } else { obj },
+            until: (k == WaitKind::Sleep).then(|| deadline_from_code(obj)),
+        })
+    } else {
+        None
+    };
+    let worker = t.last_worker().min(shared.workers.len().saturating_sub(1));
+    FiberDump {
+        id: t.id,
+        name: t.name.clone(),
+        state,
+        wait_site: wait.as_ref().and_then(|_| t.wait_site()),
+        wait,
+        spawn_site: t.spawn_site,
+        worker,
+        node: shared.node_of(worker),
+        stack_node: None,
+        stack_touched: None,
+        age: shared.insight.age(u64::from(t.born_ms), now),
+        running_for,
+        migrated: t.migrations(),
+    }
+}
