@@ -393,11 +393,12 @@ impl TcpStream {
     }
 
     fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.do_io(Dir::Read, |mut s| s.read(buf))
+        let len = buf.len();
+        self.inner.do_stream_io(Dir::Read, len, |mut s| s.read(buf))
     }
 
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.do_io(Dir::Write, |mut s| s.write(buf))
+        self.inner.do_stream_io(Dir::Write, buf.len(), |mut s| s.write(buf))
     }
 }
 
@@ -416,7 +417,7 @@ fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStr
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(io::ErrorKind::WouldBlock.into()),
             Err(e) => Err(e),
         }
-    })
+    }, |_| false)
     .map_err(|e| {
         if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() {
             io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
