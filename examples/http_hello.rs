@@ -1,8 +1,11 @@
 //! A minimal HTTP/1.1 responder: a fiber per connection, keep-alive,
-//! "Hello, world!" for every request.
+//! "Hello, world!" for every request, each response in one write on a
+//! `TCP_NODELAY` socket (so a TechEmpower-style plaintext run with `wrk`
+//! works; a response split in two writes would wait for the client's
+//! delayed ACK under Nagle's algorithm).
 //!
 //! ```text
-//! cargo run --release --example http_hello -- [ADDR]     # then: curl http://127.0.0.1:8080/
+//! cargo run --release --example http_hello -- [ADDR [WORKERS]]     # then: curl http://127.0.0.1:8080/
 //! ```
 //! Stops after `NUMAFIBER_HTTP_MAX_CONNS` connections if that is set.
 
@@ -15,7 +18,9 @@ const BODY: &str = "Hello, world!\n";
 
 /// Serve one connection until the client closes it or asks to.
 fn serve(s: TcpStream) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
     let mut r = BufReader::new(&s);
+    let mut out = Vec::with_capacity(256);
     loop {
         let mut request = String::new();
         if r.read_line(&mut request)? == 0 {
@@ -42,15 +47,18 @@ fn serve(s: TcpStream) -> std::io::Result<()> {
         } else {
             ("405 Method Not Allowed", "only GET and HEAD\n")
         };
-        let head = format!(
+        out.clear();
+        write!(
+            out,
             "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n",
             body.len(),
             if close { "Connection: close\r\n" } else { "" }
-        );
-        (&s).write_all(head.as_bytes())?;
+        )?;
         if !request.starts_with("HEAD ") {
-            (&s).write_all(body.as_bytes())?;
+            out.extend_from_slice(body.as_bytes());
         }
+        // One write per response: head and body in one segment.
+        (&s).write_all(&out)?;
         if close {
             return Ok(());
         }
@@ -58,9 +66,20 @@ fn serve(s: TcpStream) -> std::io::Result<()> {
 }
 
 fn main() {
-    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".to_string());
+    let args: Vec<String> = std::env::args().collect();
+    let addr = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:8080".to_string());
+    let mut b = Runtime::builder();
+    if let Some(w) = args.get(2) {
+        match w.parse::<usize>() {
+            Ok(n) if n > 0 => b = b.workers(n),
+            _ => {
+                eprintln!("http_hello: WORKERS must be a positive integer, got {w:?}");
+                std::process::exit(2);
+            }
+        }
+    }
     let max: Option<usize> = std::env::var("NUMAFIBER_HTTP_MAX_CONNS").ok().and_then(|v| v.parse().ok());
-    let rt = Runtime::new().unwrap_or_else(|e| {
+    let rt = b.build().unwrap_or_else(|e| {
         eprintln!("http_hello: {e}");
         std::process::exit(1)
     });

@@ -16,17 +16,37 @@ use crate::runtime::{self, Handle};
 /// A mio socket, its reactor registration (made the first time a fiber
 /// has to wait on it) and its timeouts (shared by `try_clone`s, as the
 /// kernel's `SO_RCVTIMEO` is shared by dup'ed fds).
+///
+/// **Readiness kept per socket.** Once registered, each direction also
+/// remembers the readiness event count at which a call last said
+/// `WouldBlock`. While the count has not moved since, the socket is known
+/// not ready and a fiber parks without trying the call again (tokio clears
+/// its `ScheduledIo` readiness the same way), so a wait costs at most one
+/// failed call. No readiness is lost: data (or a FIN, or an error) that
+/// arrives after the failed call makes the edge-triggered epoll report an
+/// event, which bumps the count (`reactor::ScheduledIo`), so the next call
+/// tries again; an event for data that call already saw only causes a
+/// spare retry.
 pub(crate) struct IoSource<S: Source + AsRawFd> {
     sock: S,
     reg: OnceLock<Registration>,
     reg_init: Mutex<()>,
     /// Nanoseconds; 0 is "no timeout".
     timeouts: [AtomicU64; 2],
+    /// Per direction: 1 + the event count at which the direction was seen
+    /// drained; 0 when unknown.
+    drained_at: [AtomicU64; 2],
 }
 
 impl<S: Source + AsRawFd> IoSource<S> {
     pub(crate) fn new(sock: S) -> Arc<IoSource<S>> {
-        Arc::new(IoSource { sock, reg: OnceLock::new(), reg_init: Mutex::new(()), timeouts: Default::default() })
+        Arc::new(IoSource {
+            sock,
+            reg: OnceLock::new(),
+            reg_init: Mutex::new(()),
+            timeouts: Default::default(),
+            drained_at: Default::default(),
+        })
     }
 
     pub(crate) fn sock(&self) -> &S {
@@ -60,10 +80,28 @@ impl<S: Source + AsRawFd> IoSource<S> {
     #[track_caller]
     pub(crate) fn do_io<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         let timeout = self.timeout(d);
-        self.do_io_until(d, timeout.and_then(|t| Instant::now().checked_add(t)), timeout, &mut op)
+        self.do_io_until(d, timeout.and_then(|t| Instant::now().checked_add(t)), timeout, &mut op, |_| false)
     }
 
-    /// `do_io` with an explicit deadline (`None`: wait forever).
+    /// `do_io` for a stream read or write of `len` bytes.
+    #[track_caller]
+    pub(crate) fn do_stream_io(
+        &self,
+        d: Dir,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = self.timeout(d);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // A short result is not taken as "drained" yet: the edge that
+        // reported the data may also have carried the peer's FIN or an
+        // error, which no later event repeats.
+        let _ = len;
+        self.do_io_until(d, deadline, timeout, &mut op, |_: &usize| false)
+    }
+
+    /// `do_io` with an explicit deadline (`None`: wait forever); `short`
+    /// tells whether a successful result left the direction drained.
     #[track_caller]
     pub(crate) fn do_io_until<R>(
         &self,
@@ -71,18 +109,42 @@ impl<S: Source + AsRawFd> IoSource<S> {
         deadline: Option<Instant>,
         timeout: Option<Duration>,
         op: &mut impl FnMut(&S) -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
     ) -> io::Result<R> {
-        // Fast path: just the syscall.
-        match op(&self.sock) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-            r => return r,
+        // Fast path: just the syscall, unless the socket is known drained.
+        let mut would_block = 0;
+        match self.reg.get() {
+            None => match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block = 1,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            },
+            Some(reg) => {
+                let seen = reg.io.seq(d);
+                if !self.is_drained(d, seen) {
+                    match op(&self.sock) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            would_block = 1;
+                            self.mark_drained(d, seen);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        r => {
+                            if r.as_ref().is_ok_and(&short) {
+                                self.mark_drained(d, seen);
+                            }
+                            return r;
+                        }
+                    }
+                }
+            }
         }
         match runtime::current_fiber_and_handle() {
             Some((task, handle)) if !runtime::current_cannot_suspend() => {
                 // `None`: registered with another runtime's reactor; block
                 // this worker thread instead (documented).
                 if let Some(reg) = self.registration(&handle)? {
-                    return self.fiber_loop(reg, &task, d, deadline, timeout, op);
+                    reg.reactor.note_would_block(would_block);
+                    return self.fiber_loop(reg, &task, d, deadline, timeout, op, &short);
                 }
             }
             Some(_) => {
@@ -120,6 +182,20 @@ impl<S: Source + AsRawFd> IoSource<S> {
         Ok(Arc::ptr_eq(&reg.reactor, reactor).then_some(reg))
     }
 
+    /// The direction was seen drained at event count `seen`, and no event
+    /// came since (the caller read `seen` just now).
+    #[inline]
+    fn is_drained(&self, d: Dir, seen: u64) -> bool {
+        self.drained_at[d as usize].load(Relaxed) == seen.wrapping_add(1)
+    }
+
+    /// A call begun at event count `seen` found the direction drained.
+    #[inline]
+    fn mark_drained(&self, d: Dir, seen: u64) {
+        self.drained_at[d as usize].store(seen.wrapping_add(1), Relaxed);
+    }
+
+    #[allow(clippy::too_many_arguments)]
     #[track_caller]
     fn fiber_loop<R>(
         &self,
@@ -129,13 +205,25 @@ impl<S: Source + AsRawFd> IoSource<S> {
         deadline: Option<Instant>,
         timeout: Option<Duration>,
         op: &mut impl FnMut(&S) -> io::Result<R>,
+        short: &impl Fn(&R) -> bool,
     ) -> io::Result<R> {
         loop {
             let seen = reg.io.seq(d);
-            match op(&self.sock) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
+            // Known drained since `seen`: wait for the next event instead.
+            if !self.is_drained(d, seen) {
+                match op(&self.sock) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        reg.reactor.note_would_block(1);
+                        self.mark_drained(d, seen);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    r => {
+                        if r.as_ref().is_ok_and(short) {
+                            self.mark_drained(d, seen);
+                        }
+                        return r;
+                    }
+                }
             }
             if let Some(dl) = deadline {
                 if Instant::now() >= dl {

@@ -398,12 +398,13 @@ impl TcpStream {
 
     #[track_caller]
     fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.do_io(Dir::Read, |mut s| s.read(buf))
+        let len = buf.len();
+        self.inner.do_stream_io(Dir::Read, len, |mut s| s.read(buf))
     }
 
     #[track_caller]
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.do_io(Dir::Write, |mut s| s.write(buf))
+        self.inner.do_stream_io(Dir::Write, buf.len(), |mut s| s.write(buf))
     }
 }
 
@@ -423,7 +424,7 @@ fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStr
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(io::ErrorKind::WouldBlock.into()),
             Err(e) => Err(e),
         }
-    })
+    }, |_| false)
     .map_err(|e| {
         if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() {
             io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))

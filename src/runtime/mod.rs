@@ -73,7 +73,7 @@ pub use builder::{max_workers, Builder, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
 pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
 pub(crate) use deadlock::IdleHelper;
-pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
+pub(crate) use park::{park, park_until, sleep, yield_after_failed_try, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
 pub(crate) use task::join::{wait_child, wait_child_or_cancel};
 pub(crate) use cancel::{cancel_point_current, current_requested as cancel_requested, request_in as cancel_in};

@@ -170,6 +170,24 @@ pub(crate) fn yield_now() {
     suspend_task(t, Suspend::Yield);
 }
 
+/// A failed `try_lock` / `try_acquire` / `try_recv` in a fiber gives the
+/// other fibers of its worker a turn (as Boost.Fiber's `try_lock` does):
+/// a loop that spins on it then lets the holder (or a timer that wakes the
+/// holder) run, even on one worker. Outside a fiber, or in a fiber that
+/// cannot suspend, nothing happens.
+#[inline]
+pub(crate) fn yield_after_failed_try() {
+    let t = context::current_task_ptr();
+    if t.is_null() {
+        return;
+    }
+    // SAFETY: as in `current_task`; not used after the suspension.
+    if cannot_suspend(unsafe { &*t }) {
+        return;
+    }
+    suspend_task(t, Suspend::Yield);
+}
+
 /// Park the caller for at least `d` (see `fiber::sleep`).
 #[track_caller]
 pub(crate) fn sleep(d: Duration) {

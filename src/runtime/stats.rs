@@ -124,6 +124,12 @@ pub struct Stats {
     pub mapped_onto_real_pus: bool,
     /// The topology had no distance matrix: 10 local / 20 remote is used.
     pub default_distances: bool,
+    /// Socket system calls made by this runtime's fibers (`numafiber::net`)
+    /// that returned `WouldBlock`: the wasted ones. A socket known to be
+    /// drained (a call said `WouldBlock` and no readiness event came since)
+    /// is not tried again before the fiber waits, so this stays at or
+    /// below one per wait.
+    pub io_would_block: u64,
 }
 
 impl Stats {
@@ -195,6 +201,7 @@ impl Stats {
             topology: shared.topology.description().to_string(),
             mapped_onto_real_pus: !shared.topology.is_this_machine(),
             default_distances: !shared.topology.has_distance_matrix(),
+            io_would_block: shared.reactor.get().map_or(0, |r| r.would_block()),
         }
     }
 

@@ -156,6 +156,10 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Acquire the lock if it is free (and nobody is queued for it).
     ///
+    /// In a fiber, a failure first lets the worker's other fibers run (a
+    /// yield, as Boost.Fiber's `try_lock`), so a loop spinning on
+    /// `try_lock` lets the holder finish even on one worker.
+    ///
     /// ```
     /// let m = numafiber::sync::Mutex::new(1);
     /// let g = m.lock();
@@ -164,6 +168,15 @@ impl<T: ?Sized> Mutex<T> {
     /// assert!(m.try_lock().is_some());
     /// ```
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let g = self.try_lock_now();
+        if g.is_none() {
+            crate::runtime::yield_after_failed_try();
+        }
+        g
+    }
+
+    /// `try_lock` without the yield after a failure.
+    fn try_lock_now(&self) -> Option<MutexGuard<'_, T>> {
         self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).ok().map(|_| MutexGuard { lock: self })
     }
 
@@ -319,7 +332,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Mutex");
-        match self.try_lock() {
+        match self.try_lock_now() {
             Some(g) => d.field("data", &&*g),
             None => d.field("data", &format_args!("<locked>")),
         };

@@ -142,7 +142,8 @@ impl<T: ?Sized> RwLock<T> {
         RwLockWriteGuard { lock: self }
     }
 
-    /// Shared access if available now.
+    /// Shared access if available now. In a fiber, a failure first lets the worker's
+    /// other fibers run (a yield), as `Mutex::try_lock` does.
     ///
     /// ```
     /// let l = numafiber::sync::RwLock::new(0);
@@ -152,10 +153,15 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(l.try_read().is_some());
     /// ```
     pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        self.try_acquire(false).then(|| RwLockReadGuard { lock: self })
+        let g = self.try_acquire(false).then(|| RwLockReadGuard { lock: self });
+        if g.is_none() {
+            crate::runtime::yield_after_failed_try();
+        }
+        g
     }
 
-    /// Exclusive access if available now.
+    /// Exclusive access if available now. In a fiber, a failure first lets the worker's
+    /// other fibers run (a yield), as `Mutex::try_lock` does.
     ///
     /// ```
     /// let l = numafiber::sync::RwLock::new(0);
@@ -165,7 +171,11 @@ impl<T: ?Sized> RwLock<T> {
     /// assert!(l.try_write().is_some());
     /// ```
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.try_acquire(true).then(|| RwLockWriteGuard { lock: self })
+        let g = self.try_acquire(true).then(|| RwLockWriteGuard { lock: self });
+        if g.is_none() {
+            crate::runtime::yield_after_failed_try();
+        }
+        g
     }
 
     /// Mutable access without locking.
@@ -269,7 +279,7 @@ impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
-        match self.try_read() {
+        match self.try_acquire(false).then(|| RwLockReadGuard { lock: self }) {
             Some(g) => d.field("data", &&*g),
             None => d.field("data", &format_args!("<locked>")),
         };

@@ -113,11 +113,24 @@ impl Semaphore {
 
     /// Take a permit if one is free now (and nobody is queued).
     ///
+    /// In a fiber, a failure first lets the worker's other fibers run (a
+    /// yield), so a loop spinning on `try_acquire` lets the holders finish
+    /// even on one worker.
+    ///
     /// ```
     /// let s = numafiber::sync::Semaphore::new(1);
     /// assert!(s.try_acquire().is_some());
     /// ```
     pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
+        let p = self.try_acquire_now();
+        if p.is_none() {
+            crate::runtime::yield_after_failed_try();
+        }
+        p
+    }
+
+    /// `try_acquire` without the yield after a failure.
+    fn try_acquire_now(&self) -> Option<SemaphorePermit<'_>> {
         let mut q = self.queue.lock();
         if q.state > 0 && !q.has_waiters() {
             q.state -= 1;
@@ -196,7 +209,7 @@ impl Semaphore {
         match self.queue.park(id, &node, deadline, reason, |_| {}, || self.release()) {
             Outcome::Signalled => Some(SemaphorePermit { sem: self }),
             Outcome::TimedOut(()) => None,
-            Outcome::Cancelled(()) => Some(acquire_without_parking("Semaphore", || self.try_acquire())),
+            Outcome::Cancelled(()) => Some(acquire_without_parking("Semaphore", || self.try_acquire_now())),
         }
     }
 

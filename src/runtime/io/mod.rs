@@ -21,7 +21,7 @@ pub(crate) mod driver;
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -128,6 +128,8 @@ pub(crate) struct Reactor {
     registered: AtomicUsize,
     /// Fibers parked on readiness now (deadlock detector, busy polling).
     waiting: AtomicUsize,
+    /// Socket calls of fibers that returned `WouldBlock` (`Stats::io_would_block`).
+    would_block: AtomicU64,
 }
 
 impl Reactor {
@@ -144,7 +146,21 @@ impl Reactor {
             next_token: AtomicUsize::new(1),
             registered: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            would_block: AtomicU64::new(0),
         })
+    }
+
+    /// Count `n` socket calls of a fiber that returned `WouldBlock`.
+    #[inline]
+    pub(crate) fn note_would_block(&self, n: u64) {
+        if n != 0 {
+            self.would_block.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Socket calls of fibers that returned `WouldBlock` so far.
+    pub(crate) fn would_block(&self) -> u64 {
+        self.would_block.load(Relaxed)
     }
 
     /// The runtime's reactor, created on first use.

@@ -626,12 +626,25 @@ impl<T> Receiver<T> {
 
     /// Receive without waiting.
     ///
+    /// In a fiber, `Empty` first lets the worker's other fibers run (a
+    /// yield), so a loop polling `try_recv` lets the sender run even on one
+    /// worker.
+    ///
     /// ```
     /// let (tx, rx) = numafiber::sync::channel::unbounded();
     /// tx.send(1).unwrap();
     /// assert_eq!(rx.try_recv(), Ok(1));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let r = self.try_recv_now();
+        if matches!(r, Err(TryRecvError::Empty)) {
+            crate::runtime::yield_after_failed_try();
+        }
+        r
+    }
+
+    /// `try_recv` without the yield after `Empty` (`try_iter` ends there).
+    fn try_recv_now(&self) -> Result<T, TryRecvError> {
         let mut q = self.chan.q.lock();
         match self.chan.take(&mut q) {
             Some((v, w)) => {
@@ -854,7 +867,7 @@ impl<T> Iterator for TryIter<'_, T> {
     type Item = T;
     #[track_caller]
     fn next(&mut self) -> Option<T> {
-        self.rx.try_recv().ok()
+        self.rx.try_recv_now().ok()
     }
 }
 

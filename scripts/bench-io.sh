@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# bench-io.sh - servers under load generators numafiber does not ship:
+# HTTP keep-alive with wrk (Debian's wrk 4.1) and 64-byte TCP echo with a
+# goroutine-per-connection generator (peers/go/echoload), against
+# numafiber (examples/http_hello, examples/echo_server), tokio (hand-written
+# responder and hyper), may (hand-written) and may_minihttp
+# (peers/examples/io_peers.rs), and Go (peers/go/http, peers/go/echo).
+# Every server runs on WORKERS workers (GOMAXPROCS for Go), one
+# task/fiber/goroutine per connection; the servers are interleaved within
+# each round, a fresh server process per measurement.
+#
+# Per measurement: requests/s and p50/p99 from the generator, the server's
+# CPU per request (utime+stime from /proc/PID/stat over the run), and for
+# echo the fairness figure: round trips of the 1st-percentile connection /
+# the median connection's. With SYSCALLS=1 (default) one extra short run
+# per server at SYSCALL_CONNS connections under `strace -c -f` gives system
+# calls and recv-type calls per request (strace slows the server; the counts
+# per request are what it is for, not the rate).
+#
+#   scripts/bench-io.sh                                  # full run (~10 min)
+#   ROUNDS=1 SECS=2 HTTP_CONNS="1 64" ECHO_CONNS="64" SYSCALLS=0 scripts/bench-io.sh   # quick look
+#   ONLY="numafiber tokio" scripts/bench-io.sh           # a subset of servers
+#
+# Output: a table on stdout, every raw line in target/bench-io/results.tsv.
+# Loopback (127.0.0.1) only; every process started is killed at the end.
+set -u
+cd "$(dirname "$0")/.."
+. scripts/peers-lib.sh
+
+WORKERS=${WORKERS:-2}
+ROUNDS=${ROUNDS:-2}
+SECS=${SECS:-5}
+HTTP_CONNS=${HTTP_CONNS:-"1 64 1000"}
+ECHO_CONNS=${ECHO_CONNS:-"1 64 1000 10000"}
+SYSCALLS=${SYSCALLS:-1}
+SYSCALL_CONNS=${SYSCALL_CONNS:-"1 64"}
+SYSCALL_SECS=${SYSCALL_SECS:-2}
+ONLY=${ONLY:-}
+OUT=target/bench-io
+TARGET=${CARGO_TARGET_DIR:-target}
+mkdir -p "$OUT"
+RES="$OUT/results.tsv"
+: > "$RES"
+
+# 10,000 connections need as many fds in the server and in the generator.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
+if [ "$(ulimit -n)" -lt 10100 ]; then
+    echo "bench-io: ulimit -n is $(ulimit -n): dropping 10000 echo connections" >&2
+    ECHO_CONNS=${ECHO_CONNS//10000/}
+fi
+
+# --- tools and servers --------------------------------------------------------
+if ! command -v wrk >/dev/null 2>&1; then _peers_apt wrk || true; fi
+HAVE_WRK=1
+command -v wrk >/dev/null 2>&1 || { echo "bench-io: wrk is not installed and could not be: skipping HTTP" >&2; HAVE_WRK=0; }
+HAVE_GO=0
+if need_go; then
+    HAVE_GO=1
+    for p in echoload http echo; do
+        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .) || HAVE_GO=0
+    done
+fi
+if [ "$HAVE_GO" = 0 ]; then
+    echo "bench-io: no Go toolchain: no echo load generator and no Go peers: skipping echo" >&2
+    ECHO_CONNS=""
+fi
+HAVE_STRACE=0
+if [ "$SYSCALLS" = 1 ]; then
+    command -v strace >/dev/null 2>&1 || _peers_apt strace || true
+    if command -v strace >/dev/null 2>&1; then HAVE_STRACE=1; else echo "bench-io: no strace: no syscall counts" >&2; fi
+fi
+
+nice -n 10 cargo build --release --example http_hello --example echo_server -q || exit 1
+NF="$TARGET/release/examples"
+PEERS=""
+if nice -n 10 cargo build --release -q -p numafiber-peers --example io_peers; then
+    PEERS="$TARGET/release/examples/io_peers"
+else
+    echo "bench-io: peers/examples/io_peers.rs did not build: skipping tokio, hyper, may, may_minihttp" >&2
+fi
+
+# name|kind|command (@PORT@ and @W@ are substituted)
+SERVERS=(
+    "numafiber|http|$NF/http_hello 127.0.0.1:@PORT@ @W@"
+    "numafiber|echo|$NF/echo_server 127.0.0.1:@PORT@ @W@"
+)
+if [ -n "$PEERS" ]; then
+    SERVERS+=(
+        "tokio|http|$PEERS tokio-http 127.0.0.1:@PORT@ @W@"
+        "hyper|http|$PEERS hyper-http 127.0.0.1:@PORT@ @W@"
+        "may|http|$PEERS may-http 127.0.0.1:@PORT@ @W@"
+        "may_minihttp|http|$PEERS minihttp 127.0.0.1:@PORT@ @W@"
+        "tokio|echo|$PEERS tokio-echo 127.0.0.1:@PORT@ @W@"
+        "may|echo|$PEERS may-echo 127.0.0.1:@PORT@ @W@"
+    )
+fi
+if [ "$HAVE_GO" = 1 ]; then
+    SERVERS+=("go|http|env GOMAXPROCS=@W@ $OUT/go_http 127.0.0.1:@PORT@" "go|echo|env GOMAXPROCS=@W@ $OUT/go_echo 127.0.0.1:@PORT@")
+fi
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+
+port=$((20000 + RANDOM % 10000)) # below Linux's ephemeral ports (32768-)
+SERVER=""
+# start NAME CMD: start a server on a fresh port, wait (bounded) until it
+# listens; another port if this one is taken (up to 5 tries).
+start() {
+    local name=$1 cmd0=$2 cmd
+    for _ in 1 2 3 4 5; do
+        port=$((port + 1))
+        cmd=${cmd0//@PORT@/$port}
+        cmd=${cmd//@W@/$WORKERS}
+        # shellcheck disable=SC2086
+        $cmd > "$OUT/server.log" 2>&1 &
+        SERVER=$!
+        PIDS+=("$SERVER")
+        for _ in $(seq 1 100); do
+            grep -q listening "$OUT/server.log" 2>/dev/null && return 0
+            grep -qi "in use" "$OUT/server.log" 2>/dev/null && break
+            sleep 0.05
+        done
+        grep -qi "in use" "$OUT/server.log" 2>/dev/null || break
+        stop
+    done
+    echo "bench-io: $name did not start: $(cat "$OUT/server.log")" >&2
+    stop
+    return 1
+}
+stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""; }
+# CPU time of a process (and its threads) in clock ticks.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+HZ=$(getconf CLK_TCK)
+
+# load KIND CONNS SECS: run the generator against $port; prints
+# "rps p50_us p99_us fairness" (fairness "-" for HTTP).
+load() {
+    local kind=$1 conns=$2 secs=$3 out
+    if [ "$kind" = http ]; then
+        local t=2; [ "$conns" -lt 2 ] && t=1
+        out=$(timeout $((secs + 30)) wrk -t"$t" -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/" 2>&1)
+        awk '
+            function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000; if (v ~ /s$/) return v * 1000000; return v }
+            /Requests\/sec:/ { rps = $2 }
+            $1 == "50%" { p50 = us($2) }
+            $1 == "99%" { p99 = us($2) }
+            END { if (rps == "") print "- - - -"; else printf "%.0f %.0f %.0f -\n", rps, p50, p99 }' <<<"$out"
+    else
+        out=$(GOMAXPROCS=$WORKERS timeout $((secs + 120)) "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$secs" 64 2>&1)
+        sed -nE 's/.*: ([0-9]+) requests\/s p50 ([0-9]+) us p99 ([0-9]+) us; .* fairness ([0-9.]+);.*/\1 \2 \3 \4/p' <<<"$out" | grep . || echo "- - - -"
+    fi
+    echo "$out" >> "$OUT/load.log"
+}
+
+selected() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+echo "bench-io: workers $WORKERS, rounds $ROUNDS x ${SECS}s, HTTP conns [$HTTP_CONNS], echo conns [$ECHO_CONNS]; load at start: $(uptime | sed 's/.*load average: //')"
+: > "$OUT/load.log"
+for round in $(seq 1 "$ROUNDS"); do
+    for kind in http echo; do
+        conns_list=$HTTP_CONNS; [ "$kind" = echo ] && conns_list=$ECHO_CONNS
+        [ "$kind" = http ] && [ "$HAVE_WRK" = 0 ] && continue
+        for conns in $conns_list; do
+            for s in "${SERVERS[@]}"; do
+                IFS='|' read -r name k cmd <<<"$s"
+                [ "$k" = "$kind" ] || continue
+                selected "$name" || continue
+                start "$name" "$cmd" || continue
+                c0=$(ticks "$SERVER")
+                read -r rps p50 p99 fair <<<"$(load "$kind" "$conns" "$SECS")"
+                c1=$(ticks "$SERVER")
+                stop
+                cpu="-"
+                if [ "$rps" != "-" ] && [ "$rps" -gt 0 ]; then
+                    cpu=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
+                fi
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" >> "$RES"
+                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req  fairness %s  (load %s)\n' \
+                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$(cut -d' ' -f1 /proc/loadavg)"
+            done
+        done
+    done
+done
+echo "bench-io: load at end of timed rounds: $(uptime | sed 's/.*load average: //')"
+
+# --- syscalls per request -----------------------------------------------------
+SYS="$OUT/syscalls.tsv"
+: > "$SYS"
+if [ "$HAVE_STRACE" = 1 ]; then
+    for kind in http echo; do
+        [ "$kind" = http ] && [ "$HAVE_WRK" = 0 ] && continue
+        [ "$kind" = echo ] && [ -z "$ECHO_CONNS" ] && continue
+        for conns in $SYSCALL_CONNS; do
+            for s in "${SERVERS[@]}"; do
+                IFS='|' read -r name k cmd <<<"$s"
+                [ "$k" = "$kind" ] || continue
+                selected "$name" || continue
+                start "$name" "$cmd" || continue
+                strace -c -f -p "$SERVER" -o "$OUT/strace.txt" 2>/dev/null &
+                ST=$!
+                PIDS+=("$ST")
+                sleep 0.5
+                read -r rps _ _ _ <<<"$(load "$kind" "$conns" "$SYSCALL_SECS")"
+                kill -INT "$ST" 2>/dev/null; wait "$ST" 2>/dev/null
+                stop
+                [ "$rps" = "-" ] && continue
+                # strace -c: "% time seconds usecs/call calls errors syscall"; the
+                # total line has no usecs/call column on some versions.
+                awk -v r="$rps" -v s="$SYSCALL_SECS" -v k="$kind" -v c="$conns" -v n="$name" '
+                    $NF ~ /^(read|recvfrom|recvmsg|readv)$/ { recv += $4; if (NF == 6) eagain += $5 }
+                    $NF ~ /^(futex)$/ { futex += $4 }
+                    $NF ~ /^(epoll_wait|epoll_pwait|epoll_pwait2)$/ { ep += $4 }
+                    $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF != "total" { all += $4 }
+                    END { q = r * s; if (q > 0) printf "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n", k, c, n, all / q, recv / q, eagain / q, futex / q, ep / q }
+                ' "$OUT/strace.txt" >> "$SYS"
+            done
+        done
+    done
+fi
+
+# --- summary ------------------------------------------------------------------
+echo
+echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
+printf '%-4s %6s %-12s %10s %8s %10s %9s %9s %10s %10s\n' kind conns server req/s p50_us p99_us cpu_us/req fairness 'req/s x' 'cpu x'
+awk -F'\t' '
+    function median(key,   n, i, j, t, a) {
+        n = split(vals[key], a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        if (n == 0) return "-"
+        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $5 != "-" {
+        k = $2 SUBSEP $3 SUBSEP $4
+        if (!(k in seen)) { seen[k] = 1; order[++m] = k }
+        vals[k, "rps"] = vals[k, "rps"] " " $5; vals[k, "p50"] = vals[k, "p50"] " " $6
+        vals[k, "p99"] = vals[k, "p99"] " " $7; vals[k, "cpu"] = vals[k, "cpu"] " " $8
+        vals[k, "fair"] = vals[k, "fair"] " " $9
+    }
+    END {
+        for (i = 1; i <= m; i++) {
+            k = order[i]; split(k, f, SUBSEP)
+            rps[k] = median(k SUBSEP "rps"); cpu[k] = median(k SUBSEP "cpu")
+        }
+        for (i = 1; i <= m; i++) {
+            k = order[i]; split(k, f, SUBSEP)
+            nk = f[1] SUBSEP f[2] SUBSEP "numafiber"
+            fair = (f[1] == "echo") ? sprintf("%.2f", median(k SUBSEP "fair")) : "-"
+            rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
+            cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
+            printf "%-4s %6s %-12s %10.0f %8.0f %10.0f %9.2f %9s %10s %10s\n", f[1], f[2], f[3], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, rx, cx
+        }
+    }' "$RES" | sort -s -k1,1r -k2,2n
+if [ -s "$SYS" ]; then
+    echo
+    echo "System calls per request under strace -c -f (${SYSCALL_SECS} s runs; recv = read/recvfrom/recvmsg/readv, failed = those that returned an error, mostly EAGAIN)"
+    printf '%-4s %6s %-12s %8s %8s %8s %8s %8s\n' kind conns server all recv 'recv err' futex epoll
+    awk -F'\t' '{ printf "%-4s %6s %-12s %8s %8s %8s %8s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$SYS"
+fi
+echo
+echo "bench-io: done; load now: $(uptime | sed 's/.*load average: //'); raw: $RES $SYS"

@@ -1,0 +1,179 @@
+//! The order and liveness rules servers and ported C++ programs rely on
+//! (`docs/porting-from-cpp.md`):
+//! a failed `try_lock` / `try_acquire` / `try_recv` lets other fibers run,
+//! so spin-on-try loops ported from Boost.Fiber complete on one worker.
+//! No timed assertions: a bug shows as a hang (each test is bounded by a
+//! watchdog that fails it) or a wrong sequence.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use numafiber::sync::channel::{self, TryRecvError};
+use numafiber::sync::{Mutex, Semaphore};
+use numafiber::{fiber, Runtime, Topology};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).topology(Topology::uniform(1, workers)).build().expect("runtime")
+}
+
+/// Run `f` on a fresh thread; fail (instead of hanging the suite) if it
+/// has not returned after `secs` seconds.
+fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(r) => r,
+        Err(_) => panic!("{what}: did not complete within {secs} s (a fiber starves the one it waits for)"),
+    }
+}
+
+/// Boost.Fiber `test_mutex_post.cpp`, fn18 in spirit: one fiber holds the
+/// lock across a 250 ms sleep, another spins on `try_lock` on the same
+/// worker. The spinner's failed `try_lock` yields, the worker's loop fires
+/// the holder's timer, the holder unlocks, the spinner gets the lock.
+#[test]
+fn spin_on_try_lock_completes_on_one_worker() {
+    for workers in [1, 2] {
+        let spins = within(30, "spin on try_lock", move || {
+            let rt = rt(workers);
+            rt.block_on(|| {
+                let m = Arc::new(Mutex::new(0u32));
+                let held = Arc::new(AtomicBool::new(false));
+                let (m2, held2) = (m.clone(), held.clone());
+                let holder = fiber::Builder::new()
+                    .worker(0)
+                    .pinned(true)
+                    .spawn(move || {
+                        let mut g = m2.lock();
+                        held2.store(true, SeqCst);
+                        fiber::sleep(Duration::from_millis(250));
+                        *g += 1;
+                    })
+                    .expect("spawn holder");
+                let spinner = fiber::Builder::new()
+                    .worker(0)
+                    .pinned(true)
+                    .spawn(move || {
+                        while !held.load(SeqCst) {
+                            fiber::yield_now();
+                        }
+                        let mut spins = 0u64;
+                        loop {
+                            if let Some(mut g) = m.try_lock() {
+                                *g += 1;
+                                return (*g, spins);
+                            }
+                            spins += 1;
+                        }
+                    })
+                    .expect("spawn spinner");
+                holder.join().expect("holder");
+                spinner.join().expect("spinner")
+            })
+        });
+        assert_eq!(spins.0, 2, "{workers} workers: the holder's increment, then the spinner's");
+        assert!(spins.1 > 0, "{workers} workers: the spinner found the lock taken at least once");
+    }
+}
+
+/// The same for `Semaphore::try_acquire` and `Receiver::try_recv` on one
+/// worker: the permit holder and the sender sleep, then release / send.
+#[test]
+fn spin_on_try_acquire_and_try_recv_complete_on_one_worker() {
+    let got = within(30, "spin on try_acquire / try_recv", || {
+        let rt = rt(1);
+        rt.block_on(|| {
+            let s = Arc::new(Semaphore::new(1));
+            let (tx, rx) = channel::unbounded::<u32>();
+            let taken = Arc::new(AtomicUsize::new(0));
+            let (s2, taken2) = (s.clone(), taken.clone());
+            let holder = fiber::spawn(move || {
+                let p = s2.acquire();
+                taken2.store(1, SeqCst);
+                fiber::sleep(Duration::from_millis(100));
+                drop(p);
+                fiber::sleep(Duration::from_millis(100));
+                tx.send(7).expect("receiver alive");
+            });
+            let spinner = fiber::spawn(move || {
+                while taken.load(SeqCst) == 0 {
+                    fiber::yield_now();
+                }
+                loop {
+                    if let Some(p) = s.try_acquire() {
+                        drop(p);
+                        break;
+                    }
+                }
+                loop {
+                    match rx.try_recv() {
+                        Ok(v) => return v,
+                        Err(TryRecvError::Empty) => {}
+                        Err(TryRecvError::Disconnected) => panic!("sender gone without sending"),
+                    }
+                }
+            });
+            holder.join().expect("holder");
+            spinner.join().expect("spinner")
+        })
+    });
+    assert_eq!(got, 7);
+}
+
+/// A wait on a socket costs at most one failed call: a socket that said
+/// `WouldBlock` is known drained until its next readiness event, so the
+/// fiber parks without trying it again (`Stats::io_would_block` counts the
+/// calls that said `WouldBlock`). Each round trip here has two waits (one
+/// per side); without the readiness kept per socket every wait cost two
+/// failed reads (one before the fiber looked at the reactor, one after):
+/// about 4 per round trip.
+#[test]
+fn would_block_reads_stay_far_below_round_trips() {
+    const ROUNDS: usize = 400;
+    let rt = rt(2);
+    let (trips, wb) = within(60, "echo round trips", move || {
+        let trips = rt.block_on(|| -> std::io::Result<usize> {
+            use std::io::{Read, Write};
+            let l = numafiber::net::TcpListener::bind("127.0.0.1:0")?;
+            let addr = l.local_addr()?;
+            let server = fiber::spawn(move || -> std::io::Result<()> {
+                let (mut s, _) = l.accept()?;
+                let mut buf = [0u8; 4096];
+                loop {
+                    match s.read(&mut buf)? {
+                        0 => return Ok(()),
+                        n => s.write_all(&buf[..n])?,
+                    }
+                }
+            });
+            let mut c = numafiber::net::TcpStream::connect(addr)?;
+            c.set_nodelay(true)?;
+            let msg = [7u8; 64];
+            let mut buf = [0u8; 4096];
+            for _ in 0..ROUNDS {
+                c.write_all(&msg)?;
+                let mut got = 0;
+                while got < msg.len() {
+                    match c.read(&mut buf)? {
+                        0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                        n => got += n,
+                    }
+                }
+                assert_eq!(got, msg.len(), "echo returned more than was sent");
+            }
+            drop(c);
+            server.join().expect("server fiber")?;
+            Ok(ROUNDS)
+        });
+        (trips.expect("echo"), rt.stats().io_would_block)
+    });
+    assert_eq!(trips, ROUNDS);
+    eprintln!("io_would_block: {wb} over {ROUNDS} round trips");
+    // At most one per wait (two waits per round trip), plus a few per
+    // socket while it is first registered.
+    let bound = (2 * ROUNDS + 16) as u64;
+    assert!(wb <= bound, "{wb} socket calls said WouldBlock over {ROUNDS} round trips (expected at most {bound})");
+}
