@@ -30,8 +30,12 @@
 //! * [`runtime`]: [`Runtime`] and its [`Builder`]
 //!   (workers, one per PU by default, pinned with hwloc; topology; policy;
 //!   stack size), [`Runtime::block_on`], [`Runtime::spawn`] from plain
-//!   threads, [`Runtime::stats`], [`Runtime::shutdown`] (also on drop), and
-//!   [`runtime::Handle`] to spawn from anywhere.
+//!   threads, [`Runtime::stats`], [`Runtime::shutdown`] (also on drop),
+//!   [`runtime::Handle`] to spawn from anywhere, and a window inside:
+//!   [`Runtime::dump`] (every fiber: state, what it waits on, where it was
+//!   spawned, where its stack lives) and the stall monitor
+//!   ([`Builder::stall_threshold`], [`Builder::on_stall`]) that reports a
+//!   fiber holding its worker too long.
 //! * [`fiber`]: `spawn`, `spawn_pinned`, `yield_now`, `await_fiber`,
 //!   `join` (fork-join), `when_all`, `when_any`, `scope`, `sleep`,
 //!   `current`, [`JoinSet`](fiber::JoinSet) (results in finishing order),
@@ -44,11 +48,13 @@
 //!   futures both ways ([`block_on_future`](fiber::block_on_future),
 //!   `JoinHandle: IntoFuture`).
 //! * [`signal`]: `ctrl_c()` and named signals, waited for by a fiber.
-//! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
-//!   `WaitGroup`, `Event`, `AutoResetEvent`, [`oneshot`](fn@sync::oneshot)
-//!   (promise and future) and [`sync::channel`] (bounded, rendezvous,
-//!   unbounded); they park the fiber, not the thread, and work from plain
-//!   threads too. `block_on` reports deadlocks Go-style.
+//! * [`sync`]: `Mutex`, `Condvar`, `CondvarAny`, `RwLock`, `Semaphore`,
+//!   `Barrier`, `WaitGroup`, `Event`, `AutoResetEvent`,
+//!   [`oneshot`](fn@sync::oneshot) (promise and future; `SharedFuture`,
+//!   `PackagedTask`) and [`sync::channel`] (bounded, rendezvous, unbounded;
+//!   `close`), with a deadline form of every wait, and [`select!`] over
+//!   channel operations; they park the fiber, not the thread, and work from
+//!   plain threads too. `block_on` reports deadlocks Go-style.
 //! * [`net`]: `TcpListener`, `TcpStream`, `UdpSocket` with std's shapes; a
 //!   blocked call parks the fiber on the runtime's reactor, and on a plain
 //!   thread they behave like std.
@@ -87,7 +93,8 @@
 //!   blocks its worker thread: wrap long ones in [`fiber::spawn_blocking`],
 //!   and use [`net`] for sockets.
 //! * A fiber may resume on another worker after any suspension point: do not
-//!   hold `thread_local!` references across one; use [`fiber::spawn_pinned`]
+//!   hold `thread_local!` references across one; use [`fiber_local!`] for
+//!   per-fiber state and [`fiber::spawn_pinned`]
 //!   for thread-affine work (see [`fiber`], "Thread-locals and migration").
 //! * Stack overflow aborts the process (after a report naming the fiber),
 //!   as it does for threads.
