@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-peers.sh - numafiber against Go and Boost.Fiber (issue 15), beside
+# bench-peers.sh - numafiber against Go and Boost.Fiber beside
 # the criterion benches' own peers (raw corosensei, may, rayon).
 #
 #   scripts/bench-peers.sh            # one round, ~5 minutes

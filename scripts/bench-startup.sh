@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-startup.sh - start-up + shutdown of a default runtime against rayon
-# (issue 15; BENCHMARKS.md "Start-up, part 5"), all in one short run:
+# (BENCHMARKS.md "Start-up, part 5"), all in one short run:
 #
 #   scripts/bench-startup.sh [ROUNDS] [BASE_YIELD_COUNT_BINARY]
 #

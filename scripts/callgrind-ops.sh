@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # callgrind-ops.sh - instructions and locked (bus) instructions per
 # operation, from two callgrind runs that differ only in the number of
-# operations, so start-up and shutdown cancel out (issue 15). These counts
+# operations, so start-up and shutdown cancel out. These counts
 # do not move with the machine's load, unlike wall-clock times.
 #
 #   scripts/callgrind-ops.sh N1 N2 CMD ARGS...   # '{N}' in ARGS is replaced

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # callgrind-table.sh - the per-operation instruction and locked-instruction
-# table of issue 15 in one command: numafiber (peers/examples/yield_count.rs, one
+# table of the speed round in one command: numafiber (peers/examples/yield_count.rs, one
 # worker), raw corosensei, rayon::join, Go and Boost.Fiber (one worker /
 # GOMAXPROCS=1), each through scripts/callgrind-ops.sh (two runs differing
 # only in the op count, so start-up and shutdown cancel out). These counts do

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run the loom models of tests/loom.rs (issue 7, "Model checking").
+# Run the loom models of tests/loom.rs.
 # Separate target dir so the normal build is not invalidated.
 # Extra arguments go to the test harness (e.g. a model name filter).
 # LOOM_MAX_PREEMPTIONS overrides the per-model preemption bounds.

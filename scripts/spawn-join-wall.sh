@@ -2,7 +2,7 @@
 # spawn-join-wall.sh - a short wall-clock run of just spawn + join on 1 and
 # 2 workers, numafiber (peers/examples/yield_count.rs `spawn` / `spawn2`,
 # Policy::RandomSteal) against Go and Boost.Fiber in the same rounds
-# (issue 15). Much lighter than scripts/bench-peers.sh: about 30 s.
+#. Much lighter than scripts/bench-peers.sh: about 30 s.
 #
 #   scripts/spawn-join-wall.sh [ROUNDS] [BASE_YIELD_COUNT_BINARY]
 #

@@ -20,6 +20,9 @@
 //!   `thread::park/unpark`;
 //! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
 //!   `Latch::set/wait`);
+//! * a `select`'s one-shot token (`sync::select::{Token, TokenRef}`)
+//!   claimed by senders on two channels against the select's abort, on
+//!   the real queue `Inner`, lock and hand-off cells;
 //! * the channel's hand-off into a waiting receiver's cell
 //!   (`sync::queue::{Inner, Handoff, Node, Waker}`: push, grant with
 //!   `grant_first_where_then`, signal, remove), with a loom `Mutex` in
@@ -54,7 +57,10 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
-use numafiber::__loom::{FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, HandoffWaiter, IdleSet, JoinPacket, SlotModel, SpinLockModel};
+use numafiber::__loom::{
+    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel, SelectWaiter, SlotModel,
+    SpinLockModel,
+};
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
 /// interleavings loom explored and how long it took.
@@ -1114,6 +1120,70 @@ fn handoff_grant_vs_park() {
     });
 }
 
+/// A select registered on two channels (`sync::select`, steps 2-4) while
+/// a sender on each channel tries to hand it a value, and the select
+/// leaves at once (a deadline): the real one-shot `Token` (CAS), the real
+/// `TokenRef::claim` as the granting predicate, the real queue `Inner`,
+/// lock and hand-off cells. Exactly one of three parties wins the round:
+/// one sender (its value is in that arm's cell, the other sender keeps
+/// its value and the select removes its stale entry) or the select's
+/// abort (both senders keep their values, both entries are removed).
+/// loom's cell checks order each sender's write before the select's read
+/// (through the barrier lock) and find no write after the round ended.
+#[test]
+fn select_claim_vs_abort() {
+    check("select_claim_vs_abort", None, || {
+        let m = Arc::new(SelectModel::new());
+        let mut w = SelectWaiter::new();
+        m.register(&mut w);
+        let (m1, m2) = (m.clone(), m.clone());
+        let s1 = thread::spawn(move || m1.send(0, 10));
+        let s2 = thread::spawn(move || m2.send(1, 20));
+        let _ = w.selected(); // one look, then the deadline
+        let (got, removed) = m.leave(&mut w);
+        let back = [s1.join().unwrap(), s2.join().unwrap()];
+        assert_eq!((m.cell_again(&w, 0), m.cell_again(&w, 1)), (None, None), "no write after the round");
+        match got {
+            Some((i, v)) => {
+                assert_eq!(v, [10, 20][i]);
+                assert_eq!(back[i], None, "the winner's value went to the select");
+                assert_eq!(back[1 - i], Some([10, 20][1 - i]), "the loser kept its value");
+                assert!(!removed[i] && removed[1 - i], "only the winner's entry was popped: {removed:?}");
+            }
+            None => {
+                assert_eq!(back, [Some(10), Some(20)], "the abort won: nobody handed a value over");
+                assert_eq!(removed, [true, true]);
+            }
+        }
+    });
+}
+
+/// The same with a select that parks (`park_caller`) until its token is
+/// claimed: a sender always wins (the select does not abort), its wake-up
+/// (`Waker::wake`, a thread unpark) is never lost, and the select reads
+/// exactly the winner's value.
+#[test]
+fn select_claim_vs_park() {
+    check("select_claim_vs_park", Some(3), || {
+        let m = Arc::new(SelectModel::new());
+        let mut w = SelectWaiter::new();
+        m.register(&mut w);
+        let (m1, m2) = (m.clone(), m.clone());
+        let s1 = thread::spawn(move || m1.send(0, 10));
+        let s2 = thread::spawn(move || m2.send(1, 20));
+        while w.selected().is_none() {
+            thread::park();
+        }
+        let (got, removed) = m.leave(&mut w);
+        let back = [s1.join().unwrap(), s2.join().unwrap()];
+        let (i, v) = got.expect("a sender claimed the select");
+        assert_eq!(v, [10, 20][i]);
+        assert_eq!(back[i], None);
+        assert_eq!(back[1 - i], Some([10, 20][1 - i]));
+        assert!(!removed[i] && removed[1 - i]);
+    });
+}
+
 /// The wait queue's internal lock (`sync::lock::SpinLock`, whose unlock is
 /// a plain release store): a thread and the main thread increment a loom
 /// cell under it, and read it under it at the end. Loom reports two
@@ -1235,87 +1305,5 @@ fn scope_wait_vs_join_in_task() {
     });
 }
 
-// ---------------------------------------------------------------------
-// Cancellation against a grant (`fiber::cancel`, step 3)
-// ---------------------------------------------------------------------
-
-/// What the receiving fiber ended with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Got {
-    /// Not cancelled: it received the value through its signal.
-    Received(u64),
-    /// Cancelled after the grant: its wait's guard found the entry granted
-    /// and passed the value back to the channel.
-    PassedBack(u64),
-    /// Cancelled before any grant: it left the queue with nothing.
-    Nothing,
-}
-
-/// The fiber's continuation after its park, run by whoever pushed it (a
-/// worker pops the entry): it takes the run permission, passes its
-/// cancellation point (step 2) and ends its wait: a cancelled fiber
-/// unwinds through the wait's guard (remove the entry; if it is gone, the
-/// grant is passed back), one that is not ends through its signal.
-fn resume_receiver(fiber: &FiberState, q: &HandoffQueue, cell: &HandoffCell, waiter: &loom::sync::Mutex<Option<HandoffWaiter>>) -> Got {
-    assert!(fiber.transition_to_running(), "a pushed fiber gets the run permission");
-    let w = waiter.lock().unwrap().take().expect("the fiber is resumed exactly once");
-    if fiber.cancel_requested() {
-        match q.wait(w, cell, 0, false) {
-            Some(v) => Got::PassedBack(v),
-            None => Got::Nothing,
-        }
-    } else {
-        match q.wait(w, cell, 1, false) {
-            Some(v) => Got::Received(v),
-            None => panic!("woken with neither a grant nor a cancellation request"),
-        }
-    }
-}
-
-/// A fiber parked in a channel receive (entry queued, the worker's
-/// `RUNNING -> PARKED` CAS racing) is granted a value by a sender and
-/// cancelled by another thread at once. Exactly one party pushes it (the
-/// sender, the canceller, or its worker requeueing after a token), so it
-/// is resumed once; it sees the cancellation unless the sender's push came
-/// first; and the value is never lost or duplicated: it ends received,
-/// passed back to the channel by the cancelled receiver, or still with
-/// the sender (the receiver left first). Loom's cell checks that no write
-/// to the receiver's cell races a read.
-#[test]
-fn cancel_vs_grant() {
-    check("cancel_vs_grant", Some(3), || {
-        let fiber = FiberState::new();
-        assert!(fiber.transition_to_running());
-        let q = Arc::new(HandoffQueue::new());
-        let cell = Arc::new(HandoffCell::new());
-        let waiter = Arc::new(loom::sync::Mutex::new(Some(q.push(&cell))));
-        let sender = {
-            let (fiber, q, cell, waiter) = (fiber.clone(), q.clone(), cell.clone(), waiter.clone());
-            thread::spawn(move || {
-                let (back, push) = q.send_waking(7, &fiber);
-                (back, push.then(|| resume_receiver(&fiber, &q, &cell, &waiter)))
-            })
-        };
-        let canceller = {
-            let (fiber, q, cell, waiter) = (fiber.clone(), q.clone(), cell.clone(), waiter.clone());
-            thread::spawn(move || fiber.request_cancel().then(|| resume_receiver(&fiber, &q, &cell, &waiter)))
-        };
-        // The fiber suspended with `Suspend::Park`; its worker:
-        let by_worker = (!fiber.transition_to_parked()).then(|| resume_receiver(&fiber, &q, &cell, &waiter));
-        let (back, by_sender) = sender.join().unwrap();
-        let by_canceller = canceller.join().unwrap();
-        let resumed: Vec<Got> = [by_worker, by_sender, by_canceller].into_iter().flatten().collect();
-        assert_eq!(resumed.len(), 1, "resumed exactly once: {resumed:?}");
-        let got = resumed[0];
-        let value_at_end = match got {
-            Got::Received(v) | Got::PassedBack(v) => Some(v),
-            Got::Nothing => None,
-        };
-        assert!(value_at_end.is_some() != back.is_some(), "the value is in exactly one place: {got:?}, sender has {back:?}");
-        assert_eq!(value_at_end.or(back), Some(7));
-        assert!(waiter.lock().unwrap().is_none());
-        // Whatever happened, the cancellation request is there for the
-        // fiber's next cancellation point.
-        assert!(fiber.cancel_requested());
-    });
-}
+// Cancellation against a grant (`runtime::cancel`, step 3): `loom/cancel.rs`.
+mod cancel;

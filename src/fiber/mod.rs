@@ -87,7 +87,7 @@ mod park;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use crate::runtime::error::{JoinError, SpawnError, SpawnErrorKind};
 pub use cancel::{is_cancelled, shield, Cancelled, ShieldGuard};
@@ -199,6 +199,25 @@ pub fn await_fiber<T>(h: JoinHandle<T>) -> T {
 /// ```
 pub fn sleep(d: Duration) {
     runtime::sleep(d)
+}
+
+/// Park the fiber (not the worker thread) until `deadline` at least
+/// (Boost `this_fiber::sleep_until`); returns at once if it has passed.
+/// Outside a fiber the thread sleeps. Same rules as [`sleep`].
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let deadline = Instant::now() + Duration::from_millis(5);
+/// rt.block_on(|| fiber::sleep_until(deadline));
+/// assert!(Instant::now() >= deadline);
+/// ```
+pub fn sleep_until(deadline: Instant) {
+    // `sleep` measures from a later `now`, so this never wakes early.
+    if let Some(d) = deadline.checked_duration_since(Instant::now()) {
+        sleep(d);
+    }
 }
 
 /// Run `a` and `b` in parallel, possibly, and return both results

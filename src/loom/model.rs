@@ -16,6 +16,9 @@ use crate::runtime::task::packet::{fits_in_task, new_in_task, new_main, Entry, F
 use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 
+// Cancellation against a grant (`runtime::cancel`): the model's calls.
+mod cancel;
+
 // ----- idle-worker protocol -----
 
 struct ModelWorker {
@@ -152,24 +155,6 @@ impl FiberState {
     /// What `Shared::reschedule` reads after winning `PARKED -> QUEUED`.
     pub fn last_worker(&self) -> usize {
         self.0.last_worker()
-    }
-    /// `runtime::cancel::request`: set `CANCEL`, then the wake-up
-    /// transition. `true`: the caller won `PARKED -> QUEUED` and pushes
-    /// the fiber (the real code hands the push to `Shared::reschedule`).
-    pub fn request_cancel(&self) -> bool {
-        let mut push = false;
-        crate::runtime::cancel::request(&self.0, |t| {
-            push = true;
-            // The parked task's reference to itself, handed over by the
-            // transition: a real canceller pushes it; the model keeps the
-            // count as it was.
-            std::mem::forget(t);
-        });
-        push
-    }
-    /// What a cancellation point reads (`runtime::cancel::cancel_point`).
-    pub fn cancel_requested(&self) -> bool {
-        self.0.flags_load() & crate::runtime::task::CANCEL != 0
     }
 }
 
@@ -710,18 +695,6 @@ pub struct HandoffWaiter {
 /// A receiver's cell; must stay where it is while its entry is queued.
 pub struct HandoffCell(Handoff<u64>);
 
-// SAFETY: the models share a cell (in an `Arc`) between the receiver and
-// whoever resumes it; every access follows `Handoff`'s protocol, which is
-// what the models check (loom reports an unordered access to the cell).
-unsafe impl Sync for HandoffCell {}
-// SAFETY: as above; the cell holds a `u64`.
-unsafe impl Send for HandoffCell {}
-
-// SAFETY: a model's waiter is a thread's (`NodeKind::Thread`: an `Arc` of a
-// flag and a thread handle, both `Send`); it is moved to whichever model
-// thread resumes the waiting party.
-unsafe impl Send for HandoffWaiter {}
-
 impl HandoffCell {
     pub fn new() -> HandoffCell {
         HandoffCell(Handoff::new())
@@ -763,28 +736,6 @@ impl HandoffQueue {
         }
         v
     }
-    /// `send` to a waiting *fiber*: the grant (fill the cell, signal), then,
-    /// still under the lock, the wake-up transition a fiber entry's
-    /// `Waker::signal` performs. Returns the value back when no receiver
-    /// waits, and whether this sender won `PARKED -> QUEUED` (it then
-    /// pushes the fiber).
-    pub fn send_waking(&self, v: u64, fiber: &FiberState) -> (Option<u64>, bool) {
-        let mut v = Some(v);
-        let mut g = self.0.lock();
-        let e = g.grant_first_where_then(
-            |_| true,
-            |h| {
-                if let Some(v) = v.take() {
-                    // SAFETY: under the lock, on the entry just popped,
-                    // before its signal.
-                    unsafe { h.put(v) }
-                }
-            },
-        );
-        let push = e.is_some() && fiber.transition_to_notified();
-        drop(g);
-        (v, push)
-    }
     /// The receiver's side of `park_or_leave` + `recv_until`: look at the
     /// signal up to `looks` times (parking in between when `park`), then
     /// leave (a timeout): remove the entry under the lock; if it is gone it
@@ -807,5 +758,101 @@ impl HandoffQueue {
             // SAFETY: case 3: granted under the lock we just held.
             unsafe { cell.0.take() }
         }
+    }
+}
+
+// ----- select: claim vs abort (sync::select) -----
+
+use crate::sync::select::{Token, TokenRef};
+
+/// A select's entry in one channel's queue, as `channel::Slot::SelRecv`:
+/// a pointer to the arm's cell and the select's token.
+type SelEntry = (HandoffPtr<u64>, TokenRef);
+
+/// Two channels' wait queues (the real `Inner` behind the real queue lock,
+/// on loom's flag) with one select registered on both (`Round::wait`'s
+/// registration), the real `Token` (one-shot CAS) and `TokenRef::claim`
+/// as the granting predicate (`channel::claim_recv`).
+pub struct SelectModel {
+    queues: [QueueLock<Inner<(), SelEntry>>; 2],
+}
+
+/// The select's side: its token, its two arms' cells, its entry ids.
+pub struct SelectWaiter {
+    token: Token,
+    cells: [Handoff<u64>; 2],
+    ids: [Option<u64>; 2],
+}
+
+impl SelectWaiter {
+    pub fn new() -> SelectWaiter {
+        SelectWaiter { token: Token::new(), cells: [Handoff::new(), Handoff::new()], ids: [None, None] }
+    }
+    /// `Round::wait`'s loop: whether a granter claimed the token.
+    pub fn selected(&self) -> Option<usize> {
+        self.token.selected()
+    }
+}
+
+impl SelectModel {
+    pub fn new() -> SelectModel {
+        SelectModel { queues: [QueueLock::new_loom(Inner::new(())), QueueLock::new_loom(Inner::new(()))] }
+    }
+    /// Step 2: reset the token, queue an entry on both channels.
+    /// The waiter must not move until `leave` returned.
+    pub fn register(&self, w: &mut SelectWaiter) {
+        w.token.reset();
+        for k in 0..2 {
+            let (id, _node) = self.queues[k].lock().push((w.cells[k].ptr(), w.token.at(k)));
+            w.ids[k] = Some(id);
+        }
+    }
+    /// A sender on channel `k` (`Chan::offer` -> `hand_to_receiver`):
+    /// claim the first entry whose select it wins, fill its cell, signal,
+    /// unlock, wake. `Some(v)` back when no entry could be granted (the
+    /// sender then buffers or waits; the model keeps the value).
+    pub fn send(&self, k: usize, v: u64) -> Option<u64> {
+        let mut v = Some(v);
+        let e = self.queues[k].lock().grant_first_where_then(
+            |e| e.1.claim(),
+            |e| {
+                if let Some(v) = v.take() {
+                    // SAFETY: under the lock, on the entry just popped for
+                    // granting, before its signal.
+                    unsafe { e.0.put(v) }
+                }
+            },
+        );
+        if let Some(e) = e {
+            e.node.wake();
+        }
+        v
+    }
+    /// Step 4 (`Round::leave` + `complete_granted`): abort the token,
+    /// remove both entries (each under its lock), and if an arm won, take
+    /// its channel's lock once more (the barrier) and read its cell.
+    /// Returns the winning arm with its value, and for each channel
+    /// whether the select's entry was still queued.
+    pub fn leave(&self, w: &mut SelectWaiter) -> (Option<(usize, u64)>, [bool; 2]) {
+        let won = w.token.abort();
+        let mut removed = [false; 2];
+        for k in 0..2 {
+            if let Some(id) = w.ids[k].take() {
+                removed[k] = self.queues[k].lock().remove(id).is_some();
+            }
+        }
+        let got = won.map(|i| {
+            drop(self.queues[i].lock());
+            // SAFETY: arm `i` was granted; the barrier ordered the
+            // granter's write (and its whole critical section) before.
+            let v = unsafe { w.cells[i].take() };
+            (i, v.expect("the granted arm's cell holds the value"))
+        });
+        (got, removed)
+    }
+    /// Read a cell again after the round ended (loom checks no late write).
+    pub fn cell_again(&self, w: &SelectWaiter, k: usize) -> Option<u64> {
+        // SAFETY: the round ended: no entry points at the cell any more.
+        unsafe { w.cells[k].take() }
     }
 }

@@ -120,7 +120,7 @@ impl AutoResetEvent {
     /// e.wait();
     /// ```
     pub fn wait(&self) {
-        self.wait_until(None);
+        self.wait_inner(None);
     }
 
     /// [`wait`](Self::wait) for at most `dur`; returns whether this call
@@ -132,10 +132,25 @@ impl AutoResetEvent {
     /// assert!(!e.wait_timeout(Duration::from_millis(1)));
     /// ```
     pub fn wait_timeout(&self, dur: Duration) -> bool {
-        self.wait_until(Instant::now().checked_add(dur))
+        self.wait_inner(Instant::now().checked_add(dur))
     }
 
-    fn wait_until(&self, deadline: Option<Instant>) -> bool {
+    /// [`wait`](Self::wait) until `deadline` at the latest; returns whether
+    /// this call consumed a `set` (Boost's `*_until` shape).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let e = numafiber::sync::AutoResetEvent::new();
+    /// e.set();
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// assert!(e.wait_until(deadline));
+    /// assert!(!e.wait_until(deadline), "the set was consumed");
+    /// ```
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        self.wait_inner(Some(deadline))
+    }
+
+    fn wait_inner(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();
             if q.state {

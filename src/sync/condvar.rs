@@ -16,6 +16,11 @@ use crate::runtime::task::wait_kind;
 /// that is being destroyed by the runtime's shutdown cannot park, so its
 /// `wait` returns at once.
 ///
+/// A `Condvar` belongs to the first [`Mutex`](super::Mutex) it is used
+/// with; waiting with a guard of another mutex panics (as
+/// `std::sync::Condvar` documents). For a lock other than `Mutex`, use
+/// [`CondvarAny`](super::CondvarAny).
+///
 /// ```
 /// use std::sync::Arc;
 /// use numafiber::{fiber, sync::{Condvar, Mutex}, Runtime};
@@ -32,9 +37,79 @@ use crate::runtime::task::wait_kind;
 /// });
 /// ```
 pub struct Condvar {
+    core: Waiters,
+    /// Address of the mutex this condvar is used with (0: none yet).
+    mutex: AtomicUsize,
+}
+
+/// The waiting core of [`Condvar`] and [`CondvarAny`](super::CondvarAny):
+/// a FIFO of waiters; the caller's lock is released only after the caller
+/// is queued, so a notify made under that lock after the release finds it.
+pub(crate) struct Waiters {
     queue: WaitQueue<()>,
     /// Number of queued waiters (lets `notify_*` skip the lock when 0).
     waiting: AtomicUsize,
+}
+
+impl Waiters {
+    pub(crate) const fn new() -> Waiters {
+        Waiters { queue: WaitQueue::new(()), waiting: AtomicUsize::new(0) }
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Relaxed)
+    }
+
+    /// Queue the caller, run `unlock` (release the caller's lock), park
+    /// until notified or `deadline`. `true` when it timed out. The caller
+    /// locks again afterwards. `obj` names the condvar in the deadlock
+    /// report.
+    pub(crate) fn wait(&self, obj: &impl Sized, unlock: impl FnOnce(), deadline: Option<Instant>) -> bool {
+        // Queue first, then unlock: a notify after our unlock finds us.
+        let (id, node) = {
+            let mut q = self.queue.lock();
+            self.waiting.fetch_add(1, Relaxed);
+            q.push(())
+        };
+        unlock();
+        let reason = Reason::new(wait_kind::CONDVAR, obj);
+        let dec = |_: &mut _| {
+            self.waiting.fetch_sub(1, Relaxed);
+        };
+        // A forced unwind after a notify_one was consumed passes it on.
+        let out = self.queue.park(id, &node, deadline, reason, dec, || self.notify_one());
+        matches!(out, Outcome::TimedOut(()))
+    }
+
+    pub(crate) fn notify_one(&self) {
+        if self.waiting.load(SeqCst) == 0 {
+            return;
+        }
+        let e = {
+            let mut q = self.queue.lock();
+            let e = q.grant_first();
+            if e.is_some() {
+                self.waiting.fetch_sub(1, Relaxed);
+            }
+            e
+        };
+        if let Some(e) = e {
+            e.node.wake();
+        }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        if self.waiting.load(SeqCst) == 0 {
+            return;
+        }
+        let es = {
+            let mut q = self.queue.lock();
+            let es = q.grant_all();
+            self.waiting.fetch_sub(es.len(), Relaxed);
+            es
+        };
+        wake_all(es);
+    }
 }
 
 impl Default for Condvar {
@@ -45,7 +120,7 @@ impl Default for Condvar {
 
 impl std::fmt::Debug for Condvar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Condvar").field("waiting", &self.waiting.load(Relaxed)).finish()
+        f.debug_struct("Condvar").field("waiting", &self.core.waiting()).finish()
     }
 }
 
@@ -63,6 +138,9 @@ impl std::fmt::Debug for Condvar {
 pub struct WaitTimeoutResult(bool);
 
 impl WaitTimeoutResult {
+    pub(crate) fn new(timed_out: bool) -> WaitTimeoutResult {
+        WaitTimeoutResult(timed_out)
+    }
     /// The wait ended because the time ran out.
     pub fn timed_out(&self) -> bool {
         self.0
@@ -77,10 +155,14 @@ impl Condvar {
     /// cv.notify_all(); // nobody waits: no effect
     /// ```
     pub const fn new() -> Condvar {
-        Condvar { queue: WaitQueue::new(()), waiting: AtomicUsize::new(0) }
+        Condvar { core: Waiters::new(), mutex: AtomicUsize::new(0) }
     }
 
     /// Unlock `guard`'s mutex, park until notified, lock again.
+    ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex (every
+    /// waiting call checks this, before unlocking anything).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -97,6 +179,9 @@ impl Condvar {
     }
 
     /// Wait while `condition` holds (checked under the lock).
+    ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex.
     ///
     /// ```
     /// use numafiber::sync::{Condvar, Mutex};
@@ -121,6 +206,9 @@ impl Condvar {
     /// [`wait`](Condvar::wait) for at most `dur`, timed by the runtime's
     /// timer inside fibers. Returns the guard and whether it timed out.
     ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use numafiber::{sync::{Condvar, Mutex}, Runtime};
@@ -142,8 +230,63 @@ impl Condvar {
         (g, WaitTimeoutResult(t))
     }
 
+    /// [`wait`](Condvar::wait) until `deadline` at the latest (Boost
+    /// `condition_variable::wait_until`). Returns the guard and whether the
+    /// deadline passed (a notification may still have come at the same
+    /// time: re-check the condition).
+    ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use numafiber::{sync::{Condvar, Mutex}, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let timed_out = rt.block_on(|| {
+    ///     let (m, cv) = (Mutex::new(()), Condvar::new());
+    ///     let (_g, r) = cv.wait_until(m.lock(), Instant::now() + Duration::from_millis(5));
+    ///     r.timed_out()
+    /// });
+    /// assert!(timed_out);
+    /// ```
+    pub fn wait_until<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Instant,
+    ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
+        let (g, t) = self.wait_until_inner(guard, Some(deadline));
+        (g, WaitTimeoutResult(t))
+    }
+
+    /// [`wait_while`](Condvar::wait_while) until `deadline` at the latest
+    /// (Boost's `wait_until` with a predicate); the flag says whether it
+    /// gave up with the condition still true.
+    ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use numafiber::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(0), Condvar::new());
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// let (g, r) = cv.wait_while_until(m.lock(), deadline, |n| *n == 0);
+    /// assert!(r.timed_out() && *g == 0);
+    /// ```
+    pub fn wait_while_until<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Instant,
+        condition: impl FnMut(&mut T) -> bool,
+    ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
+        self.wait_while_deadline(guard, Some(deadline), condition)
+    }
+
     /// [`wait_while`](Condvar::wait_while) for at most `dur`; the flag
     /// says whether it gave up with the condition still true.
+    ///
+    /// # Panics
+    /// If this condvar was used before with a different mutex.
     ///
     /// ```
     /// use std::time::Duration;
@@ -154,11 +297,19 @@ impl Condvar {
     /// ```
     pub fn wait_timeout_while<'a, T: ?Sized>(
         &self,
-        mut guard: MutexGuard<'a, T>,
+        guard: MutexGuard<'a, T>,
         dur: Duration,
+        condition: impl FnMut(&mut T) -> bool,
+    ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
+        self.wait_while_deadline(guard, Instant::now().checked_add(dur), condition)
+    }
+
+    fn wait_while_deadline<'a, T: ?Sized>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        deadline: Option<Instant>,
         mut condition: impl FnMut(&mut T) -> bool,
     ) -> (MutexGuard<'a, T>, WaitTimeoutResult) {
-        let deadline = Instant::now().checked_add(dur);
         loop {
             if !condition(&mut *guard) {
                 return (guard, WaitTimeoutResult(false));
@@ -177,21 +328,25 @@ impl Condvar {
         guard: MutexGuard<'a, T>,
         deadline: Option<Instant>,
     ) -> (MutexGuard<'a, T>, bool) {
-        // Queue first, then unlock: a notify after our unlock finds us.
-        let (id, node) = {
-            let mut q = self.queue.lock();
-            self.waiting.fetch_add(1, Relaxed);
-            q.push(())
-        };
-        let m = guard.unlock_into();
-        let reason = Reason::new(wait_kind::CONDVAR, self);
-        let dec = |_: &mut _| {
-            self.waiting.fetch_sub(1, Relaxed);
-        };
-        // A forced unwind after a notify_one was consumed passes it on.
-        let out = self.queue.park(id, &node, deadline, reason, dec, || self.notify_one());
-        let timed_out = matches!(out, Outcome::TimedOut(()));
+        self.check_mutex(guard.mutex_addr());
+        let mut m = None;
+        let timed_out = self.core.wait(self, || m = Some(guard.unlock_into()), deadline);
+        let m = m.expect("`Waiters::wait` runs `unlock`");
         (MutexGuard::relock(m), timed_out)
+    }
+
+    /// Bind this condvar to the mutex at `addr` on first use; panic if it
+    /// is bound to another one (before the caller unlocks anything, so the
+    /// guard is dropped by the unwind and the mutex is left unlocked).
+    fn check_mutex(&self, addr: usize) {
+        match self.mutex.compare_exchange(0, addr, Relaxed, Relaxed) {
+            Ok(_) => {}
+            Err(a) if a == addr => {}
+            Err(_) => panic!(
+                "numafiber::sync::Condvar used with two different mutexes: a Condvar belongs to the \
+                 first Mutex it waits with; use one Condvar per Mutex (or CondvarAny for other locks)"
+            ),
+        }
     }
 
     /// Wake the first waiter, if any.
@@ -200,20 +355,7 @@ impl Condvar {
     /// numafiber::sync::Condvar::new().notify_one();
     /// ```
     pub fn notify_one(&self) {
-        if self.waiting.load(SeqCst) == 0 {
-            return;
-        }
-        let e = {
-            let mut q = self.queue.lock();
-            let e = q.grant_first();
-            if e.is_some() {
-                self.waiting.fetch_sub(1, Relaxed);
-            }
-            e
-        };
-        if let Some(e) = e {
-            e.node.wake();
-        }
+        self.core.notify_one();
     }
 
     /// Wake every waiter.
@@ -222,15 +364,6 @@ impl Condvar {
     /// numafiber::sync::Condvar::new().notify_all();
     /// ```
     pub fn notify_all(&self) {
-        if self.waiting.load(SeqCst) == 0 {
-            return;
-        }
-        let es = {
-            let mut q = self.queue.lock();
-            let es = q.grant_all();
-            self.waiting.fetch_sub(es.len(), Relaxed);
-            es
-        };
-        wake_all(es);
+        self.core.notify_all();
     }
 }

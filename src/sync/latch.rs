@@ -312,7 +312,7 @@ impl Event {
     /// e.wait();
     /// ```
     pub fn wait(&self) {
-        self.wait_until(None);
+        self.wait_inner(None);
     }
 
     /// Wait at most `dur`; returns whether the event was set.
@@ -323,10 +323,24 @@ impl Event {
     /// assert!(!e.wait_timeout(Duration::from_millis(1)));
     /// ```
     pub fn wait_timeout(&self, dur: Duration) -> bool {
-        self.wait_until(Instant::now().checked_add(dur))
+        self.wait_inner(Instant::now().checked_add(dur))
     }
 
-    fn wait_until(&self, deadline: Option<Instant>) -> bool {
+    /// Wait until `deadline` at the latest; returns whether the event was
+    /// set (Boost's `*_until` shape).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let e = numafiber::sync::Event::new();
+    /// assert!(!e.wait_until(Instant::now() + Duration::from_millis(1)));
+    /// e.set();
+    /// assert!(e.wait_until(Instant::now()), "set: no wait");
+    /// ```
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        self.wait_inner(Some(deadline))
+    }
+
+    fn wait_inner(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();
             if q.state {

@@ -5,7 +5,8 @@
 //! | type | what | std / C++ counterpart |
 //! | --- | --- | --- |
 //! | [`Mutex`] | FIFO hand-off lock, `try_lock`, guards | `std::sync::Mutex`, cppcoro `async_mutex` |
-//! | [`Condvar`] | `wait`, `wait_while`, `wait_timeout`, `notify_*` | `std::sync::Condvar` |
+//! | [`Condvar`] | `wait`, `wait_while`, `wait_timeout`, `wait_until`, `notify_*` | `std::sync::Condvar` |
+//! | [`CondvarAny`] | a condition variable over any [`Lockable`] lock | Boost `condition_variable_any` |
 //! | [`RwLock`] | fair reader-writer lock | `std::sync::RwLock` |
 //! | [`Semaphore`] | counted permits released on drop | corolib/cppcoro semaphores |
 //! | [`Barrier`] | cyclic barrier with a leader | `std::sync::Barrier` |
@@ -13,7 +14,10 @@
 //! | [`Event`] | manual-reset event | cppcoro `async_manual_reset_event` |
 //! | [`AutoResetEvent`] | auto-reset event: a set releases one waiter | corolib `auto_reset_event`, cppcoro `async_auto_reset_event` |
 //! | [`oneshot()`] | one value or error, [`oneshot::Promise`] → [`oneshot::Future`] | corolib `async_operation<T>`, Boost.Fiber `promise`/`future` |
-//! | [`channel`] | `bounded(cap)` (0 = rendezvous), `unbounded()` | `crossbeam-channel`, cppcoro queues |
+//! | [`SharedFuture`] | many readers of one completion ([`oneshot::Future::share`]) | Boost.Fiber `shared_future` |
+//! | [`PackagedTask`] | a function whose run completes its future | Boost.Fiber `packaged_task` |
+//! | [`channel`] | `bounded(cap)` (0 = rendezvous), `unbounded()`, `close()` | `crossbeam-channel`, Go channels, cppcoro queues |
+//! | [`select!`](crate::select) / [`Select`] | wait on several channel operations, with a default or deadline arm | Go `select`, crossbeam `select!` / `Select` |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -53,8 +57,9 @@
 //! A fiber parked here may be resumed by a worker of another NUMA node (it
 //! migrates); fibers spawned with
 //! [`spawn_pinned`](crate::fiber::spawn_pinned) return to their own worker.
-//! Timeouts (`wait_timeout`, `recv_timeout`, ...) use the worker's timer
-//! inside fibers and `park_timeout` on threads.
+//! Timeouts (`wait_timeout`, `recv_timeout`, ...) and their deadline forms
+//! (`wait_until`, `recv_deadline`, `try_lock_until`, ...) use the worker's
+//! timer inside fibers and `park_timeout` on threads.
 //!
 //! # Shutdown
 //!
@@ -105,18 +110,26 @@
 mod auto_reset_event;
 pub mod channel;
 mod condvar;
+mod condvar_any;
 mod latch;
 pub(crate) mod lock;
 mod mutex;
 pub mod oneshot;
+mod packaged_task;
 pub(crate) mod queue;
 mod rwlock;
+pub mod select;
 mod semaphore;
+mod shared_future;
 
 pub use auto_reset_event::AutoResetEvent;
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use condvar_any::{CondvarAny, Lockable};
 pub use oneshot::oneshot;
+pub use packaged_task::{PackagedTask, TaskPanicked};
+pub use shared_future::{SharedError, SharedFuture};
 pub use latch::{Barrier, BarrierWaitResult, Event, WaitGroup};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use select::{Select, SelectTimeoutError, SelectedOperation, TrySelectError};

@@ -4,6 +4,7 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, Ordering::*};
+use std::time::{Duration, Instant};
 
 use super::queue::{acquire_without_parking, Inner, Outcome, Reason, WaitQueue};
 use crate::runtime::task::wait_kind;
@@ -106,9 +107,50 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_err() {
-            self.lock_slow();
+            self.lock_slow(None);
         }
         MutexGuard { lock: self }
+    }
+
+    /// Acquire the lock, waiting at most `dur` (Boost `timed_mutex::try_lock_for`);
+    /// `None` if it is still held by someone else then. Timed by the
+    /// runtime's timer inside fibers. A waiter that times out leaves the
+    /// FIFO; the others keep their places.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = numafiber::sync::Mutex::new(0);
+    /// let g = m.lock();
+    /// assert!(m.try_lock_for(Duration::from_millis(2)).is_none());
+    /// drop(g);
+    /// assert!(m.try_lock_for(Duration::from_millis(2)).is_some());
+    /// ```
+    pub fn try_lock_for(&self, dur: Duration) -> Option<MutexGuard<'_, T>> {
+        match Instant::now().checked_add(dur) {
+            Some(d) => self.try_lock_until(d),
+            None => Some(self.lock()), // beyond any representable time: wait as long as it takes
+        }
+    }
+
+    /// Acquire the lock, waiting until `deadline` at the latest (Boost
+    /// `timed_mutex::try_lock_until`); `None` if it is still held then. A
+    /// deadline in the past still takes a free lock. A fiber being
+    /// destroyed by the runtime's shutdown cannot wait: it gets `None`
+    /// unless the lock is free.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let m = numafiber::sync::Mutex::new(());
+    /// assert!(m.try_lock_until(Instant::now()).is_some(), "free: taken at once");
+    /// let _g = m.lock();
+    /// assert!(m.try_lock_until(Instant::now() + Duration::from_millis(1)).is_none());
+    /// ```
+    pub fn try_lock_until(&self, deadline: Instant) -> Option<MutexGuard<'_, T>> {
+        if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() || self.lock_slow(Some(deadline)) {
+            Some(MutexGuard { lock: self })
+        } else {
+            None
+        }
     }
 
     /// Acquire the lock if it is free (and nobody is queued for it).
@@ -148,8 +190,11 @@ impl<T: ?Sized> Mutex<T> {
         self.data.get_mut()
     }
 
+    /// Queue and wait; `true` once the lock is ours, `false` when the
+    /// deadline passed first (or, with a deadline, the caller cannot
+    /// suspend). Without a deadline it returns only with the lock.
     #[cold]
-    fn lock_slow(&self) {
+    fn lock_slow(&self, deadline: Option<Instant>) -> bool {
         let (id, node) = {
             let mut q = self.queue.lock();
             let mut s = self.state.load(Relaxed);
@@ -157,7 +202,7 @@ impl<T: ?Sized> Mutex<T> {
                 if s & LOCKED == 0 {
                     // Free and (so) nobody queued: take it.
                     match self.state.compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed) {
-                        Ok(_) => return,
+                        Ok(_) => return true,
                         Err(a) => s = a,
                     }
                 } else {
@@ -175,14 +220,24 @@ impl<T: ?Sized> Mutex<T> {
             }
         };
         let reason = Reason::new(wait_kind::MUTEX, self);
-        match self.queue.park(id, &node, None, reason, clear_if_empty, || self.unlock()) {
+        match self.queue.park(id, &node, deadline, reason, clear_if_empty, || self.unlock()) {
             // Handed over: LOCKED stayed set for us. The Acquire pairs with
             // the releaser's queue-lock release and signal store.
-            Outcome::Signalled => std::sync::atomic::fence(Acquire),
-            Outcome::TimedOut(()) => unreachable!("no deadline"),
-            Outcome::Cancelled(()) => acquire_without_parking("Mutex", || {
-                self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).ok().map(drop)
-            }),
+            Outcome::Signalled => {
+                std::sync::atomic::fence(Acquire);
+                true
+            }
+            // Our entry is gone (`clear_if_empty` ran): nothing was granted.
+            Outcome::TimedOut(()) => false,
+            Outcome::Cancelled(()) if deadline.is_some() => {
+                self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+            }
+            Outcome::Cancelled(()) => {
+                acquire_without_parking("Mutex", || {
+                    self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).ok().map(drop)
+                });
+                true
+            }
         }
     }
 
@@ -241,6 +296,10 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         let m = self.lock;
         drop(self);
         m
+    }
+    /// The mutex's address: its identity for `Condvar`'s one-mutex check.
+    pub(crate) fn mutex_addr(&self) -> usize {
+        self.lock as *const Mutex<T> as *const () as usize
     }
     /// Re-create a guard after `lock` (used by [`super::Condvar`]).
     pub(crate) fn relock(m: &'a Mutex<T>) -> MutexGuard<'a, T> {

@@ -141,18 +141,92 @@ impl std::error::Error for FutureError {
     }
 }
 
-enum State<T> {
+pub(super) enum State<T> {
     Empty,
     Value(T),
     Failed(BoxError),
+    /// A failure seen by a [`SharedFuture`](super::SharedFuture): the
+    /// error, shared by every reader.
+    FailedShared(std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>),
     Broken,
     Taken,
 }
 
-struct Inner<T> {
-    queue: WaitQueue<State<T>>,
+pub(super) struct Inner<T> {
+    pub(super) queue: WaitQueue<State<T>>,
     /// The future was dropped (`Promise::is_closed`).
-    future_gone: AtomicBool,
+    pub(super) future_gone: AtomicBool,
+}
+
+/// How a non-consuming wait ([`Future::wait_for`], [`Future::wait_until`],
+/// and the same on [`SharedFuture`](super::SharedFuture)) ended: Boost's
+/// `future_status`.
+///
+/// ```
+/// use std::time::Duration;
+/// use numafiber::sync::{oneshot, oneshot::FutureStatus};
+/// let (p, f) = oneshot::<u8>();
+/// assert_eq!(f.wait_for(Duration::from_millis(1)), FutureStatus::Timeout);
+/// p.set(1);
+/// assert_eq!(f.wait_for(Duration::from_millis(1)), FutureStatus::Ready);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FutureStatus {
+    /// The promise completed (value, error or broken): taking the result
+    /// does not wait.
+    Ready,
+    /// The time ran out first (or the waiting fiber is being destroyed by
+    /// its runtime's shutdown and cannot wait).
+    Timeout,
+}
+
+/// How [`Inner::wait_ready`] ended.
+pub(super) enum Ready {
+    Completed,
+    TimedOut,
+    Cancelled,
+}
+
+impl<T> Inner<T> {
+    /// Park until the promise completed (the state is no longer `Empty`),
+    /// the deadline passed, or the caller cannot suspend. Takes nothing.
+    pub(super) fn wait_ready(&self, deadline: Option<Instant>) -> Ready {
+        loop {
+            let (id, node) = {
+                let mut q = self.queue.lock();
+                if !matches!(q.state, State::Empty) {
+                    return Ready::Completed;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ready::TimedOut;
+                }
+                q.push(())
+            };
+            let reason = Reason::new(wait_kind::ONESHOT, self);
+            // Completion wakes every waiter; nothing is handed over by the
+            // grant itself, so a grant seen while unwinding needs no passing on.
+            match self.queue.park(id, &node, deadline, reason, |_| {}, || {}) {
+                Outcome::Signalled => continue,
+                // The completion may have landed right at the deadline.
+                Outcome::TimedOut(()) if self.is_completed() => return Ready::Completed,
+                Outcome::TimedOut(()) => return Ready::TimedOut,
+                Outcome::Cancelled(()) if self.is_completed() => return Ready::Completed,
+                Outcome::Cancelled(()) => return Ready::Cancelled,
+            }
+        }
+    }
+
+    pub(super) fn is_completed(&self) -> bool {
+        !matches!(self.queue.lock().state, State::Empty)
+    }
+
+    /// `wait_ready` as a [`FutureStatus`].
+    pub(super) fn status_until(&self, deadline: Option<Instant>) -> FutureStatus {
+        match self.wait_ready(deadline) {
+            Ready::Completed => FutureStatus::Ready,
+            Ready::TimedOut | Ready::Cancelled => FutureStatus::Timeout,
+        }
+    }
 }
 
 /// The completing side: [`set`](Self::set) or [`set_error`](Self::set_error)
@@ -304,7 +378,7 @@ impl<T> Future<T> {
     /// assert!(f.wait().unwrap_err().is_broken());
     /// ```
     pub fn wait(mut self) -> Result<T, FutureError> {
-        self.wait_until(None)
+        self.wait_inner(None)
     }
 
     /// [`wait`](Self::wait) for at most `dur`; `Err(FutureError::TimedOut)`
@@ -320,34 +394,77 @@ impl<T> Future<T> {
     /// ```
     pub fn wait_timeout(&mut self, dur: Duration) -> Result<T, FutureError> {
         match Instant::now().checked_add(dur) {
-            Some(d) => self.wait_until(Some(d)),
-            None => self.wait_until(None), // "forever": the deadline does not fit in an Instant
+            Some(d) => self.wait_inner(Some(d)),
+            None => self.wait_inner(None), // "forever": the deadline does not fit in an Instant
         }
     }
 
-    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<T, FutureError> {
-        loop {
-            let (id, node) = {
-                let mut q = self.inner.queue.lock();
-                if let Some(r) = take(&mut q.state) {
-                    return r;
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(FutureError::TimedOut);
-                }
-                q.push(())
-            };
-            let reason = Reason::new(wait_kind::ONESHOT, &*self.inner);
-            // Completion wakes every waiter; nothing is handed over by the
-            // grant itself, so a grant seen while unwinding needs no passing on.
-            match self.inner.queue.park(id, &node, deadline, reason, |_| {}, || {}) {
-                Outcome::Signalled => continue,
-                Outcome::TimedOut(()) => {
-                    // The completion may have landed right at the deadline.
-                    return take(&mut self.inner.queue.lock().state).unwrap_or(Err(FutureError::TimedOut));
-                }
-                Outcome::Cancelled(()) => return Err(FutureError::Cancelled),
-            }
+    /// Wait at most `dur` for the completion without taking it (Boost
+    /// `future::wait_for`): [`FutureStatus::Ready`] once the promise has
+    /// completed (then [`try_get`](Self::try_get) returns at once), else
+    /// [`FutureStatus::Timeout`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use numafiber::sync::{oneshot, oneshot::FutureStatus};
+    /// let (p, mut f) = oneshot();
+    /// std::thread::spawn(move || p.set("hi"));
+    /// while f.wait_for(Duration::from_millis(10)) == FutureStatus::Timeout {}
+    /// assert_eq!(f.try_get().unwrap(), "hi");
+    /// ```
+    pub fn wait_for(&self, dur: Duration) -> FutureStatus {
+        self.inner.status_until(Instant::now().checked_add(dur))
+    }
+
+    /// Wait until `deadline` at the latest for the completion without
+    /// taking it (Boost `future::wait_until`).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use numafiber::sync::{oneshot, oneshot::FutureStatus};
+    /// let (p, f) = oneshot::<()>();
+    /// assert_eq!(f.wait_until(Instant::now() + Duration::from_millis(1)), FutureStatus::Timeout);
+    /// drop(p); // a broken promise is a completion too
+    /// assert_eq!(f.wait_until(Instant::now()), FutureStatus::Ready);
+    /// assert!(f.wait().unwrap_err().is_broken());
+    /// ```
+    pub fn wait_until(&self, deadline: Instant) -> FutureStatus {
+        self.inner.status_until(Some(deadline))
+    }
+
+    /// Turn this future into a [`SharedFuture`](super::SharedFuture) that
+    /// many readers (fibers or threads) can clone and wait on, each getting
+    /// a clone of the value (Boost `future::share`).
+    ///
+    /// ```
+    /// let (p, f) = numafiber::sync::oneshot::<String>();
+    /// let s = f.share();
+    /// let s2 = s.clone();
+    /// p.set("both see it".to_string());
+    /// assert_eq!(s.wait().unwrap(), "both see it");
+    /// assert_eq!(s2.wait().unwrap(), "both see it");
+    /// ```
+    pub fn share(self) -> super::SharedFuture<T>
+    where
+        T: Clone,
+    {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never used or dropped again, so the `Arc` is
+        // moved out exactly once (its count stays right): `Future`'s drop,
+        // which would mark the future gone, does not run.
+        let inner = unsafe { std::ptr::read(&me.inner) };
+        super::SharedFuture::from_inner(inner)
+    }
+
+    fn wait_inner(&mut self, deadline: Option<Instant>) -> Result<T, FutureError> {
+        let r = self.inner.wait_ready(deadline);
+        if let Some(v) = take(&mut self.inner.queue.lock().state) {
+            return v;
+        }
+        match r {
+            Ready::Completed => unreachable!("completed, so `take` found a completion"),
+            Ready::TimedOut => Err(FutureError::TimedOut),
+            Ready::Cancelled => Err(FutureError::Cancelled),
         }
     }
 }
@@ -361,6 +478,7 @@ fn take<T>(s: &mut State<T>) -> Option<Result<T, FutureError>> {
         }
         State::Value(v) => Some(Ok(v)),
         State::Failed(e) => Some(Err(FutureError::Failed(e))),
+        State::FailedShared(e) => Some(Err(FutureError::Failed(Box::new(super::shared_future::SharedError(e))))),
         State::Broken => Some(Err(FutureError::Broken)),
         State::Taken => Some(Err(FutureError::Taken)),
     }

@@ -153,6 +153,11 @@ impl<S, P> Inner<S, P> {
         e.node.signal();
         Some(e)
     }
+    /// Whether a queued waiter's payload matches (a `select` arm asks
+    /// whether a partner could be granted now).
+    pub(crate) fn any_waiter(&self, f: impl Fn(&P) -> bool) -> bool {
+        self.waiters.iter().any(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))
+    }
     /// Pop and signal every waiter.
     pub(crate) fn grant_all(&mut self) -> Vec<Entry<P>> {
         let mut v: Vec<_> = self.waiters.drain(..).filter_map(|s| s.entry).collect();

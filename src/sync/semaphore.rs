@@ -79,7 +79,7 @@ impl Semaphore {
     /// assert!(s.try_acquire().is_none());
     /// ```
     pub fn acquire(&self) -> SemaphorePermit<'_> {
-        self.acquire_until(None).expect("no deadline")
+        self.acquire_inner(None).expect("no deadline")
     }
 
     /// Take a permit, waiting at most `dur` (timed by the runtime's timer
@@ -91,7 +91,22 @@ impl Semaphore {
     /// assert!(s.acquire_timeout(Duration::from_millis(1)).is_none());
     /// ```
     pub fn acquire_timeout(&self, dur: Duration) -> Option<SemaphorePermit<'_>> {
-        self.acquire_until(Instant::now().checked_add(dur))
+        self.acquire_inner(Instant::now().checked_add(dur))
+    }
+
+    /// Take a permit, waiting until `deadline` at the latest (Boost's
+    /// `*_until` shape). A deadline in the past still takes a free permit.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let s = numafiber::sync::Semaphore::new(1);
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// let p = s.acquire_until(deadline).expect("one permit is free");
+    /// assert!(s.acquire_until(deadline).is_none(), "timed out");
+    /// drop(p);
+    /// ```
+    pub fn acquire_until(&self, deadline: Instant) -> Option<SemaphorePermit<'_>> {
+        self.acquire_inner(Some(deadline))
     }
 
     /// Take a permit if one is free now (and nobody is queued).
@@ -165,7 +180,7 @@ impl Semaphore {
         }
     }
 
-    fn acquire_until(&self, deadline: Option<Instant>) -> Option<SemaphorePermit<'_>> {
+    fn acquire_inner(&self, deadline: Option<Instant>) -> Option<SemaphorePermit<'_>> {
         let (id, node) = {
             let mut q = self.queue.lock();
             if q.state > 0 && !q.has_waiters() {

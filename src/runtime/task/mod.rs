@@ -239,11 +239,13 @@ pub(crate) mod wait_kind {
     pub(crate) const ONESHOT: u8 = 16;
     pub(crate) const AUTO_EVENT: u8 = 17;
     pub(crate) const JOIN_SET: u8 = 18;
+    /// A blocking `select` (`obj`: its first channel).
+    pub(crate) const SELECT: u8 = 19;
     /// `fiber::park` (woken by a `Fiber::unpark`).
-    pub(crate) const PARK: u8 = 19;
+    pub(crate) const PARK: u8 = 20;
     /// `fiber::block_on_future`: woken by the future's waker, which an
     /// outside party (another executor, a reactor) may hold: as `IO`.
-    pub(crate) const FUTURE: u8 = 20;
+    pub(crate) const FUTURE: u8 = 21;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -265,6 +267,7 @@ pub(crate) mod wait_kind {
             PARK => "fiber::park".to_string(),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
+            SELECT => format!("select over channels (first: {obj:#x})"),
             // IO, BLOCKING, FUTURE: an outside party (a peer, a helper thread)
             // wakes the fiber: not a deadlock.
             _ => return None,

@@ -5,7 +5,12 @@
 //! The channel is *closed* for receivers when the last [`Sender`] is
 //! dropped (after the buffered messages are received, `recv` returns
 //! [`RecvError`]) and for senders when the last [`Receiver`] is dropped
-//! (`send` returns the value in a [`SendError`]).
+//! (`send` returns the value in a [`SendError`]). Either end can also
+//! [`close`](Sender::close) it explicitly while both ends live (Go's
+//! `close(ch)`): messages sent before are still received, later sends fail.
+//!
+//! Every blocking call has a `_timeout(Duration)` and a `_deadline(Instant)`
+//! form.
 //!
 //! ```
 //! use numafiber::{fiber, sync::channel, Runtime};
@@ -46,8 +51,11 @@
 //!   shutdown after its grant puts the value back: to the next waiting
 //!   receiver, or the front of the buffer. No value is lost or duplicated.
 //!
-//! Closing sets a flag and wakes every waiter (without granting), which
-//! leaves the queue and re-checks.
+//! Closing (the last sender or receiver dropped, or `close()`) sets a flag
+//! and wakes every waiter (without granting), which leaves the queue and
+//! re-checks. After an explicit `close()` no blocked sender is granted any
+//! more (a receiver takes only what is in the buffer), so a send either
+//! completed before the close or fails.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -55,7 +63,13 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
+mod error;
+mod select_ops;
+
+pub use error::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+
+use crate::sync::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
+use crate::sync::select::TokenRef;
 use crate::runtime::task::wait_kind;
 
 enum Slot<T> {
@@ -64,13 +78,47 @@ enum Slot<T> {
     /// A blocked sender with its value; `Taken` once a receiver took it.
     Send(T),
     Taken,
+    /// A blocked `select`'s receive arm: its cell, and its selection
+    /// token (`super::select`): granted only by whoever claims the token.
+    SelRecv(HandoffPtr<T>, TokenRef),
+    /// A blocked `select`'s send arm with its value.
+    SelSend(T, TokenRef),
 }
 
-fn is_recv<T>(s: &Slot<T>) -> bool {
-    matches!(s, Slot::Recv(_))
+/// The granting predicates: a plain waiter is always grantable; a select's
+/// entry only if this caller wins its token (a CAS, under this queue's
+/// lock; `grant_first_where_then` pops exactly the entry for which it
+/// returned `true`). An entry whose select was claimed elsewhere is
+/// skipped; its select removes it.
+fn claim_recv<T>(s: &Slot<T>) -> bool {
+    match s {
+        Slot::Recv(_) => true,
+        Slot::SelRecv(_, t) => t.claim(),
+        _ => false,
+    }
 }
-fn is_send<T>(s: &Slot<T>) -> bool {
-    matches!(s, Slot::Send(_))
+fn claim_send<T>(s: &Slot<T>) -> bool {
+    match s {
+        Slot::Send(_) => true,
+        Slot::SelSend(_, t) => t.claim(),
+        _ => false,
+    }
+}
+/// A waiter that could still be granted (without claiming it), other
+/// than an entry of the select `me` (a select never pairs with itself).
+fn live_recv<T>(s: &Slot<T>, me: &TokenRef) -> bool {
+    match s {
+        Slot::Recv(_) => true,
+        Slot::SelRecv(_, t) => !t.same_select(me) && t.is_waiting(),
+        _ => false,
+    }
+}
+fn live_send<T>(s: &Slot<T>, me: &TokenRef) -> bool {
+    match s {
+        Slot::Send(_) => true,
+        Slot::SelSend(_, t) => !t.same_select(me) && t.is_waiting(),
+        _ => false,
+    }
 }
 
 struct State<T> {
@@ -84,14 +132,25 @@ struct State<T> {
     /// (a queue of a million blocked receivers is not scanned per recv).
     send_waiters: usize,
     recv_waiters: usize,
+    /// `close()` was called: sends fail, blocked senders give their
+    /// values back, receivers drain the buffer and then see the end.
+    closed: bool,
 }
 
 impl<T> State<T> {
+    /// A send can never succeed: every receiver is gone, or closed.
+    fn send_disconnected(&self) -> bool {
+        self.receivers == 0 || self.closed
+    }
+    /// Once the buffer is empty, no value can come any more.
+    fn recv_disconnected(&self) -> bool {
+        self.senders == 0 || self.closed
+    }
     fn grant_send(q: &mut Locked<'_, T>) -> Option<Entry<Slot<T>>> {
         if q.state.send_waiters == 0 {
             return None;
         }
-        let e = q.grant_first_where(is_send)?;
+        let e = q.grant_first_where(claim_send)?;
         q.state.send_waiters -= 1;
         Some(e)
     }
@@ -102,8 +161,8 @@ impl<T> State<T> {
             return Err(v);
         }
         let mut v = Some(v);
-        let e = q.grant_first_where_then(is_recv, |p| {
-            if let (Slot::Recv(h), Some(v)) = (p, v.take()) {
+        let e = q.grant_first_where_then(claim_recv, |p| {
+            if let (Slot::Recv(h) | Slot::SelRecv(h, _), Some(v)) = (p, v.take()) {
                 // SAFETY: under the lock, on the entry just popped for
                 // granting and before its signal (`HandoffPtr::put`).
                 unsafe { h.put(v) };
@@ -126,9 +185,11 @@ struct Chan<T> {
     no_senders: AtomicBool,
     /// Every receiver is gone.
     no_receivers: AtomicBool,
+    /// `close()` was called (mirrors `State::closed`, readable unlocked).
+    closed: AtomicBool,
 }
 
-type Locked<'a, T> = super::queue::Locked<'a, State<T>, Slot<T>>;
+type Locked<'a, T> = crate::sync::queue::Locked<'a, State<T>, Slot<T>>;
 
 /// The sending half; clone it for more producers.
 ///
@@ -187,136 +248,68 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 
 fn new<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
-        q: WaitQueue::new(State { buf: VecDeque::new(), cap, senders: 1, receivers: 1, send_waiters: 0, recv_waiters: 0 }),
+        q: WaitQueue::new(State {
+            buf: VecDeque::new(),
+            cap,
+            senders: 1,
+            receivers: 1,
+            send_waiters: 0,
+            recv_waiters: 0,
+            closed: false,
+        }),
         no_senders: AtomicBool::new(false),
         no_receivers: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
 }
 
-/// `send` failed because every receiver is gone; the value comes back.
-///
-/// ```
-/// let (tx, rx) = numafiber::sync::channel::unbounded();
-/// drop(rx);
-/// assert_eq!(tx.send(5).unwrap_err().0, 5);
-/// ```
-#[derive(PartialEq, Eq, Clone, Copy)]
-pub struct SendError<T>(pub T);
-
-/// `recv` failed because the channel is empty and every sender is gone.
-///
-/// ```
-/// let (tx, rx) = numafiber::sync::channel::unbounded::<u8>();
-/// drop(tx);
-/// assert_eq!(rx.recv(), Err(numafiber::sync::channel::RecvError));
-/// ```
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub struct RecvError;
-
-/// Why `try_recv` returned no message.
-///
-/// ```
-/// use numafiber::sync::channel::{unbounded, TryRecvError};
-/// let (tx, rx) = unbounded::<u8>();
-/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-/// drop(tx);
-/// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
-/// ```
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub enum TryRecvError {
-    /// No message now; senders remain.
-    Empty,
-    /// No message and every sender is gone.
-    Disconnected,
-}
-
-/// Why `recv_timeout` returned no message.
-///
-/// ```
-/// use std::time::Duration;
-/// use numafiber::sync::channel::{unbounded, RecvTimeoutError};
-/// let (_tx, rx) = unbounded::<u8>();
-/// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
-/// ```
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub enum RecvTimeoutError {
-    /// The time ran out; senders remain.
-    Timeout,
-    /// No message and every sender is gone.
-    Disconnected,
-}
-
-/// Why `try_send` did not send; the value comes back.
-///
-/// ```
-/// use numafiber::sync::channel::{bounded, TrySendError};
-/// let (tx, _rx) = bounded(1);
-/// tx.try_send(1).unwrap();
-/// assert_eq!(tx.try_send(2), Err(TrySendError::Full(2)));
-/// ```
-#[derive(PartialEq, Eq, Clone, Copy)]
-pub enum TrySendError<T> {
-    /// The channel is full (or, at capacity 0, no receiver waits).
-    Full(T),
-    /// Every receiver is gone.
-    Disconnected(T),
-}
-
-impl<T> fmt::Debug for SendError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SendError { .. }")
-    }
-}
-impl<T> fmt::Display for SendError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sending on a channel whose receivers are all dropped")
-    }
-}
-impl<T> std::error::Error for SendError<T> {}
-impl<T> fmt::Debug for TrySendError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrySendError::Full(_) => f.write_str("Full(..)"),
-            TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
-        }
-    }
-}
-impl<T> fmt::Display for TrySendError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrySendError::Full(_) => f.write_str("sending on a full channel"),
-            TrySendError::Disconnected(_) => f.write_str("sending on a channel whose receivers are all dropped"),
-        }
-    }
-}
-impl<T> std::error::Error for TrySendError<T> {}
-impl fmt::Display for RecvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("receiving on an empty channel whose senders are all dropped")
-    }
-}
-impl std::error::Error for RecvError {}
-impl fmt::Display for TryRecvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TryRecvError::Empty => f.write_str("receiving on an empty channel"),
-            TryRecvError::Disconnected => RecvError.fmt(f),
-        }
-    }
-}
-impl std::error::Error for TryRecvError {}
-impl fmt::Display for RecvTimeoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecvTimeoutError::Timeout => f.write_str("timed out waiting on a channel"),
-            RecvTimeoutError::Disconnected => RecvError.fmt(f),
-        }
-    }
-}
-impl std::error::Error for RecvTimeoutError {}
 
 impl<T> Chan<T> {
+    /// Close the channel (either end's `close`): under the lock set the
+    /// flag, then wake every waiter without granting; each leaves its
+    /// queue and re-checks (a blocked sender gets its value back, a
+    /// receiver drains the buffer first). `false` if it was closed already.
+    fn close(&self) -> bool {
+        let nodes = {
+            let mut q = self.q.lock();
+            if q.state.closed {
+                return false;
+            }
+            q.state.closed = true;
+            self.closed.store(true, Release);
+            q.nodes()
+        };
+        for n in nodes {
+            n.wake();
+        }
+        true
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+
+    /// A value handed to a receiver that is unwound before it returns it:
+    /// pass it to the next waiting receiver, or put it back at the front
+    /// of the buffer (it is older than anything there: values go to
+    /// waiting receivers only while the buffer is empty).
+    fn put_back(&self, v: T) {
+        let w = {
+            let mut q = self.q.lock();
+            match State::hand_to_receiver(&mut q, v) {
+                Ok(w) => Some(w),
+                Err(v) => {
+                    q.state.buf.push_front(v);
+                    None
+                }
+            }
+        };
+        if let Some(w) = w {
+            w.node.wake();
+        }
+    }
+
     /// Try to place `v` without waiting. `Err(v)` when it must wait.
     /// Returns a receiver to wake.
     fn offer(&self, q: &mut Locked<'_, T>, v: T) -> Result<Option<Entry<Slot<T>>>, T> {
@@ -337,9 +330,11 @@ impl<T> Chan<T> {
         if let Some(v) = q.state.buf.pop_front() {
             let room = q.state.cap.is_none_or(|c| q.state.buf.len() < c);
             let mut woken = None;
-            if room {
+            // After close a blocked sender's value is not taken: its send
+            // fails (it did not complete before the close).
+            if room && !q.state.closed {
                 if let Some(mut e) = State::grant_send(q) {
-                    if let Slot::Send(sv) = std::mem::replace(&mut e.payload, Slot::Taken) {
+                    if let Slot::Send(sv) | Slot::SelSend(sv, _) = std::mem::replace(&mut e.payload, Slot::Taken) {
                         q.state.buf.push_back(sv);
                     }
                     woken = Some(e);
@@ -347,10 +342,13 @@ impl<T> Chan<T> {
             }
             return Some((v, woken));
         }
+        if q.state.closed {
+            return None;
+        }
         let mut e = State::grant_send(q)?;
         match std::mem::replace(&mut e.payload, Slot::Taken) {
-            Slot::Send(v) => Some((v, Some(e))),
-            Slot::Recv(_) | Slot::Taken => unreachable!("selected a sender with its value"),
+            Slot::Send(v) | Slot::SelSend(v, _) => Some((v, Some(e))),
+            _ => unreachable!("selected a sender with its value"),
         }
     }
 }
@@ -384,6 +382,60 @@ impl<T> Sender<T> {
         self.send_until(v, Some(Instant::now().checked_add(dur).unwrap_or_else(far_future)))
     }
 
+    /// [`send`](Sender::send) waiting until `deadline` at the latest;
+    /// `Full(v)` when it passes first (crossbeam's `send_deadline`, Boost
+    /// `push_wait_until`). A deadline in the past still sends if that needs
+    /// no waiting.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use numafiber::sync::channel::{bounded, TrySendError};
+    /// let (tx, rx) = bounded(1);
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// assert_eq!(tx.send_deadline(1, deadline), Ok(()));
+    /// assert_eq!(tx.send_deadline(2, deadline), Err(TrySendError::Full(2)));
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// ```
+    pub fn send_deadline(&self, v: T, deadline: Instant) -> Result<(), TrySendError<T>> {
+        self.send_until(v, Some(deadline))
+    }
+
+    /// Close the channel (Go's `close(ch)`, Boost `channel::close`), from
+    /// this end while other senders and receivers may still exist.
+    /// Messages sent before the close are still received; after them,
+    /// receivers see the end ([`RecvError`], `Disconnected`, the iterator
+    /// stops). Every later send fails with the value back, and so do sends
+    /// blocked at the moment of the close (their values were not sent).
+    /// Returns `false` if the channel was already closed (closing twice is
+    /// harmless). [`Receiver::close`] does the same from the other end.
+    ///
+    /// ```
+    /// use numafiber::sync::channel::{unbounded, RecvError};
+    /// let (tx, rx) = unbounded();
+    /// tx.send(1).unwrap();
+    /// assert!(tx.close());
+    /// assert!(!tx.close(), "already closed");
+    /// assert_eq!(tx.send(2).unwrap_err().0, 2);
+    /// assert_eq!(rx.recv(), Ok(1)); // sent before the close
+    /// assert_eq!(rx.recv(), Err(RecvError));
+    /// ```
+    pub fn close(&self) -> bool {
+        self.chan.close()
+    }
+
+    /// Whether [`close`](Sender::close) (or [`Receiver::close`]) was called.
+    /// Dropping every receiver does not count as a close.
+    ///
+    /// ```
+    /// let (tx, rx) = numafiber::sync::channel::bounded::<u8>(1);
+    /// assert!(!tx.is_closed());
+    /// rx.close();
+    /// assert!(tx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.chan.is_closed()
+    }
+
     /// Send without waiting.
     ///
     /// ```
@@ -394,7 +446,7 @@ impl<T> Sender<T> {
     /// ```
     pub fn try_send(&self, v: T) -> Result<(), TrySendError<T>> {
         let mut q = self.chan.q.lock();
-        if q.state.receivers == 0 {
+        if q.state.send_disconnected() {
             return Err(TrySendError::Disconnected(v));
         }
         match self.chan.offer(&mut q, v) {
@@ -412,7 +464,7 @@ impl<T> Sender<T> {
     fn send_until(&self, v: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
         let (id, node) = {
             let mut q = self.chan.q.lock();
-            if q.state.receivers == 0 {
+            if q.state.send_disconnected() {
                 return Err(TrySendError::Disconnected(v));
             }
             let v = match self.chan.offer(&mut q, v) {
@@ -440,7 +492,7 @@ impl<T> Sender<T> {
             Reason::new(wait_kind::CHAN_SEND, chan),
             |q| q.state.send_waiters -= 1,
             || {},
-            || chan.no_receivers.load(Acquire),
+            || chan.no_receivers.load(Acquire) || chan.closed.load(Acquire),
         );
         match out {
             Outcome::Signalled => Ok(()),
@@ -521,6 +573,52 @@ impl<T> Receiver<T> {
         self.recv_until(Some(Instant::now().checked_add(dur).unwrap_or_else(far_future)))
     }
 
+    /// [`recv`](Receiver::recv) waiting until `deadline` at the latest
+    /// (crossbeam's `recv_deadline`, Boost `pop_wait_until`). A deadline in
+    /// the past still returns a message that is already there.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use numafiber::sync::channel::{unbounded, RecvTimeoutError};
+    /// let (tx, rx) = unbounded();
+    /// tx.send(1).unwrap();
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// assert_eq!(rx.recv_deadline(deadline), Ok(1));
+    /// assert_eq!(rx.recv_deadline(deadline), Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    /// Close the channel from the receiving end: the same as
+    /// [`Sender::close`] (sends fail from now on, blocked sends fail with
+    /// their values back, messages already sent can still be received).
+    /// Returns `false` if it was already closed.
+    ///
+    /// ```
+    /// use numafiber::sync::channel::{bounded, TryRecvError};
+    /// let (tx, rx) = bounded(2);
+    /// tx.send('a').unwrap();
+    /// rx.close();
+    /// assert!(tx.send('b').is_err());
+    /// assert_eq!(rx.try_recv(), Ok('a'));
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn close(&self) -> bool {
+        self.chan.close()
+    }
+
+    /// Whether the channel was closed by `close` on either end.
+    ///
+    /// ```
+    /// let (tx, rx) = numafiber::sync::channel::unbounded::<u8>();
+    /// tx.close();
+    /// assert!(rx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.chan.is_closed()
+    }
+
     /// Receive without waiting.
     ///
     /// ```
@@ -538,7 +636,7 @@ impl<T> Receiver<T> {
                 }
                 Ok(v)
             }
-            None if q.state.senders == 0 => Err(TryRecvError::Disconnected),
+            None if q.state.recv_disconnected() => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
     }
@@ -560,7 +658,7 @@ impl<T> Receiver<T> {
                     return Ok(v);
                 }
                 let me = Me::current();
-                if q.state.senders == 0 || me.cannot_suspend() {
+                if q.state.recv_disconnected() || me.cannot_suspend() {
                     return Err(RecvTimeoutError::Disconnected);
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -585,19 +683,8 @@ impl<T> Receiver<T> {
             let pass_on = || {
                 // SAFETY: we own the cell and our wait ended (the guard
                 // found our entry granted under the lock).
-                let Some(v) = (unsafe { cell.take() }) else { return };
-                let w = {
-                    let mut q = chan.q.lock();
-                    match State::hand_to_receiver(&mut q, v) {
-                        Ok(w) => Some(w),
-                        Err(v) => {
-                            q.state.buf.push_front(v);
-                            None
-                        }
-                    }
-                };
-                if let Some(w) = w {
-                    w.node.wake();
+                if let Some(v) = unsafe { cell.take() } {
+                    chan.put_back(v);
                 }
             };
             let out = chan.q.park_or_leave(
@@ -607,7 +694,7 @@ impl<T> Receiver<T> {
                 Reason::new(wait_kind::CHAN_RECV, chan),
                 |q| q.state.recv_waiters -= 1,
                 pass_on,
-                || chan.no_senders.load(Acquire),
+                || chan.no_senders.load(Acquire) || chan.closed.load(Acquire),
             );
             if let Outcome::Signalled = out {
                 // SAFETY: we own the cell and our wait ended (granted).
@@ -712,6 +799,7 @@ impl<T> Drop for Receiver<T> {
         }
     }
 }
+
 
 impl<T> fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
