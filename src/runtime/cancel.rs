@@ -42,11 +42,15 @@
 //!    cancelled cancels its children first, waits for them
 //!    (`join::wait_child_or_cancel`), and then unwinds.
 
+use std::any::Any;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::runtime::context;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::locals::end_of_fiber;
+use crate::runtime::task::packet::drop_on_fiber;
 use crate::runtime::task::{Task, TaskRef, CANCEL};
 
 /// The payload of a cancellation unwind (the fiber's
@@ -96,6 +100,37 @@ impl std::error::Error for Cancelled {}
 pub(crate) fn cancel_point(t: &Task) {
     if t.flags_load() & CANCEL != 0 {
         cancel_point_slow(t);
+    }
+}
+
+/// Run a spawned fiber's closure `f` for its entry
+/// (`packet::MainPacket::run_here`), catching its unwind: not at all when
+/// the fiber was cancelled before it first ran (step 4, the result is then
+/// a [`Cancelled`] unwind), and with the fiber's locals dropped after it,
+/// before the result is published (`task::locals`, rule 3); a destructor's
+/// panic there is the fiber's panic unless it already failed. A fiber the
+/// drain destroys has its locals dropped by the drain.
+#[inline]
+pub(crate) fn run_main<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let task = context::current_task();
+    let r = if task.is_some_and(|t| t.flags_load() & CANCEL != 0) {
+        catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(Cancelled) as Box<dyn Any + Send>))
+    } else {
+        catch_unwind(AssertUnwindSafe(f))
+    };
+    match task {
+        Some(t) if !t.is_cancelling() => match (r, end_of_fiber(t)) {
+            (Ok(v), Err(p)) => {
+                drop_on_fiber(v);
+                Err(p)
+            }
+            (r, Err(p)) => {
+                drop_on_fiber(p);
+                r
+            }
+            (r, Ok(())) => r,
+        },
+        _ => r,
     }
 }
 

@@ -171,7 +171,6 @@ use crate::runtime::shared::Shared;
 use crate::runtime::context;
 use crate::runtime::cancel::Cancelled;
 use crate::runtime::park::Waiter;
-use crate::runtime::task::locals::end_of_fiber;
 
 /// Lifecycle bits of `Packet::state` (module docs).
 const DONE: usize = 1;
@@ -774,32 +773,7 @@ where
     fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
-        let task = context::current_task();
-        let r = if task.is_some_and(|t| t.flags_load() & crate::runtime::task::CANCEL != 0) {
-            // Cancelled before it first ran: the closure never runs
-            // (`cancel` module docs, step 4).
-            catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(Cancelled) as Box<dyn std::any::Any + Send>))
-        } else {
-            catch_unwind(AssertUnwindSafe(f))
-        };
-        let r = match task {
-            // The fiber's locals go before its result is published
-            // (`locals`, rule 3); a destructor's panic is the fiber's panic
-            // unless it already failed. A fiber the drain destroys has them
-            // dropped by the drain.
-            Some(t) if !t.is_cancelling() => match (r, end_of_fiber(t)) {
-                (Ok(v), Err(p)) => {
-                    drop_on_fiber(v);
-                    Err(p)
-                }
-                (r, Err(p)) => {
-                    drop_on_fiber(p);
-                    r
-                }
-                (r, Ok(())) => r,
-            },
-            _ => r,
-        };
+        let r = crate::runtime::cancel::run_main(f);
         if r.is_ok() || !crate::runtime::context::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
             // right after its join sees this fiber as completed.
@@ -843,7 +817,7 @@ where
 /// `MainPacket`), here on the fiber's stack. A destructor that panics here
 /// must not escape the fiber (it would reach the worker loop and abort the
 /// process): contain and report it.
-fn drop_on_fiber<X>(x: X) {
+pub(crate) fn drop_on_fiber<X>(x: X) {
     let id = crate::runtime::context::current_id();
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
         report_contained_drop_panic(id, "a detached fiber's result", &*p);
