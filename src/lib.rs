@@ -37,7 +37,13 @@
 //!   `current`, [`JoinSet`](fiber::JoinSet) (results in finishing order),
 //!   [`Builder`](fiber::Builder) (name, stack size, node, worker, `local`,
 //!   `eager`), and [`spawn_blocking`](fiber::spawn_blocking), which runs a
-//!   blocking call on a helper thread while the fiber parks.
+//!   blocking call on a helper thread while the fiber parks;
+//!   cancellation ([`JoinHandle::cancel`](fiber::JoinHandle::cancel),
+//!   [`shield`](fiber::shield)), fiber-locals ([`fiber_local!`]),
+//!   [`park`](fiber::park) / [`Fiber::unpark`](fiber::Fiber::unpark), and
+//!   futures both ways ([`block_on_future`](fiber::block_on_future),
+//!   `JoinHandle: IntoFuture`).
+//! * [`signal`]: `ctrl_c()` and named signals, waited for by a fiber.
 //! * [`sync`]: `Mutex`, `Condvar`, `RwLock`, `Semaphore`, `Barrier`,
 //!   `WaitGroup`, `Event`, `AutoResetEvent`, [`oneshot`](fn@sync::oneshot)
 //!   (promise and future) and [`sync::channel`] (bounded, rendezvous,
@@ -111,6 +117,7 @@ pub mod graph;
 pub mod policy;
 pub mod net;
 pub mod runtime;
+pub mod signal;
 pub mod sim;
 pub mod sync;
 pub mod topology;

@@ -58,8 +58,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
 use numafiber::__loom::{
-    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel, SelectWaiter, SlotModel,
-    SpinLockModel,
+    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, HandoffWaiter, IdleSet, JoinPacket, SelectModel,
+    SelectWaiter, SlotModel, SpinLockModel,
 };
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
@@ -1302,5 +1302,90 @@ fn scope_wait_vs_join_in_task() {
     check("scope_wait_vs_join_in_task", Some(3), || {
         let (p, body) = JoinPacket::fiber_in_task(|| 9u32);
         scope_wait_vs_join_on(p, body);
+    });
+}
+
+// ---------------------------------------------------------------------
+// Cancellation against a grant (`fiber::cancel`, step 3)
+// ---------------------------------------------------------------------
+
+/// What the receiving fiber ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Got {
+    /// Not cancelled: it received the value through its signal.
+    Received(u64),
+    /// Cancelled after the grant: its wait's guard found the entry granted
+    /// and passed the value back to the channel.
+    PassedBack(u64),
+    /// Cancelled before any grant: it left the queue with nothing.
+    Nothing,
+}
+
+/// The fiber's continuation after its park, run by whoever pushed it (a
+/// worker pops the entry): it takes the run permission, passes its
+/// cancellation point (step 2) and ends its wait: a cancelled fiber
+/// unwinds through the wait's guard (remove the entry; if it is gone, the
+/// grant is passed back), one that is not ends through its signal.
+fn resume_receiver(fiber: &FiberState, q: &HandoffQueue, cell: &HandoffCell, waiter: &loom::sync::Mutex<Option<HandoffWaiter>>) -> Got {
+    assert!(fiber.transition_to_running(), "a pushed fiber gets the run permission");
+    let w = waiter.lock().unwrap().take().expect("the fiber is resumed exactly once");
+    if fiber.cancel_requested() {
+        match q.wait(w, cell, 0, false) {
+            Some(v) => Got::PassedBack(v),
+            None => Got::Nothing,
+        }
+    } else {
+        match q.wait(w, cell, 1, false) {
+            Some(v) => Got::Received(v),
+            None => panic!("woken with neither a grant nor a cancellation request"),
+        }
+    }
+}
+
+/// A fiber parked in a channel receive (entry queued, the worker's
+/// `RUNNING -> PARKED` CAS racing) is granted a value by a sender and
+/// cancelled by another thread at once. Exactly one party pushes it (the
+/// sender, the canceller, or its worker requeueing after a token), so it
+/// is resumed once; it sees the cancellation unless the sender's push came
+/// first; and the value is never lost or duplicated: it ends received,
+/// passed back to the channel by the cancelled receiver, or still with
+/// the sender (the receiver left first). Loom's cell checks that no write
+/// to the receiver's cell races a read.
+#[test]
+fn cancel_vs_grant() {
+    check("cancel_vs_grant", Some(3), || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        let q = Arc::new(HandoffQueue::new());
+        let cell = Arc::new(HandoffCell::new());
+        let waiter = Arc::new(loom::sync::Mutex::new(Some(q.push(&cell))));
+        let sender = {
+            let (fiber, q, cell, waiter) = (fiber.clone(), q.clone(), cell.clone(), waiter.clone());
+            thread::spawn(move || {
+                let (back, push) = q.send_waking(7, &fiber);
+                (back, push.then(|| resume_receiver(&fiber, &q, &cell, &waiter)))
+            })
+        };
+        let canceller = {
+            let (fiber, q, cell, waiter) = (fiber.clone(), q.clone(), cell.clone(), waiter.clone());
+            thread::spawn(move || fiber.request_cancel().then(|| resume_receiver(&fiber, &q, &cell, &waiter)))
+        };
+        // The fiber suspended with `Suspend::Park`; its worker:
+        let by_worker = (!fiber.transition_to_parked()).then(|| resume_receiver(&fiber, &q, &cell, &waiter));
+        let (back, by_sender) = sender.join().unwrap();
+        let by_canceller = canceller.join().unwrap();
+        let resumed: Vec<Got> = [by_worker, by_sender, by_canceller].into_iter().flatten().collect();
+        assert_eq!(resumed.len(), 1, "resumed exactly once: {resumed:?}");
+        let got = resumed[0];
+        let value_at_end = match got {
+            Got::Received(v) | Got::PassedBack(v) => Some(v),
+            Got::Nothing => None,
+        };
+        assert!(value_at_end.is_some() != back.is_some(), "the value is in exactly one place: {got:?}, sender has {back:?}");
+        assert_eq!(value_at_end.or(back), Some(7));
+        assert!(waiter.lock().unwrap().is_none());
+        // Whatever happened, the cancellation request is there for the
+        // fiber's next cancellation point.
+        assert!(fiber.cancel_requested());
     });
 }

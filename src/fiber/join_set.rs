@@ -234,6 +234,59 @@ impl<T> JoinSet<T> {
         }
     }
 
+    /// The result of a fiber of the set that has finished, if any, without
+    /// waiting (tokio's `try_join_next`); `None` when none has finished yet
+    /// or the set is empty.
+    ///
+    /// ```
+    /// use numafiber::{fiber::{self, JoinSet}, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let mut set = JoinSet::new();
+    ///     assert!(set.try_join_next().is_none());
+    ///     set.spawn(|| 3);
+    ///     while set.try_join_next().is_none() {
+    ///         fiber::yield_now();
+    ///     }
+    /// });
+    /// ```
+    pub fn try_join_next(&mut self) -> Option<Result<T, JoinError>> {
+        loop {
+            let fid = self.ready.lock().state.pop_front()?;
+            if let Some(h) = self.handles.remove(&fid) {
+                return Some(h.join());
+            }
+            // detached by `detach_all` meanwhile: look further
+        }
+    }
+
+    /// Cancel every fiber of the set ([`JoinHandle::cancel`]); they stay in
+    /// the set, so [`join_next`](JoinSet::join_next) then returns their
+    /// results (cancelled, or finished if they were done first).
+    ///
+    /// ```
+    /// use numafiber::{fiber::{self, JoinSet}, sync, Runtime};
+    /// use std::sync::Arc;
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let ev = Arc::new(sync::Event::new());
+    ///     let mut set = JoinSet::new();
+    ///     for _ in 0..3 {
+    ///         let ev = ev.clone();
+    ///         set.spawn(move || ev.wait()); // nobody sets it
+    ///     }
+    ///     set.cancel_all();
+    ///     while let Some(r) = set.join_next() {
+    ///         assert!(r.unwrap_err().is_cancelled());
+    ///     }
+    /// });
+    /// ```
+    pub fn cancel_all(&self) {
+        for h in self.handles.values() {
+            h.cancel();
+        }
+    }
+
     /// Join every fiber of the set, in finishing order.
     ///
     /// ```

@@ -30,7 +30,27 @@
 //! * for thread-affine state (thread-locals, `!Send` handles that must stay
 //!   on their thread) use [`spawn_pinned`], whose fiber never migrates;
 //! * for per-fiber state, keep it in the fiber's own variables (its stack
-//!   moves with it).
+//!   moves with it), or in a [`fiber_local!`](crate::fiber_local) static,
+//!   whose values live in the fiber's control block and move with it.
+//!
+//! # Fiber-locals
+//!
+//! [`fiber_local!`](crate::fiber_local) declares statics with one value per
+//! fiber, in `thread_local!`'s syntax and with `std::thread::LocalKey`'s
+//! accessors ([`FiberLocal`]): initialised on a fiber's first access,
+//! sound across migrations (a borrow may be held across a suspension),
+//! dropped on the fiber when it ends, before its joiner sees the result.
+//! Outside a fiber each thread has its own value. See `fiber::local`'s
+//! rules in [`FiberLocal`].
+//!
+//! # Cancellation, park, futures
+//!
+//! [`JoinHandle::cancel`] makes a fiber unwind at its current or next
+//! suspension point (every wait of this crate, and [`yield_now`]);
+//! [`shield`] defers it over a section. [`park`] / [`Fiber::unpark`] are
+//! `std::thread::park` for fibers. [`block_on_future`] runs a
+//! `std::future::Future` in a fiber, parking the fiber between polls, and
+//! a [`JoinHandle`] can be `.await`ed from async code ([`future`]).
 //!
 //! The runtime follows the same rule internally: its per-thread state is
 //! only read through non-inlined accessors, so [`current`] always reports
@@ -58,7 +78,11 @@
 //! works; the runtime's panic report runs on a side stack of the worker.
 
 mod blocking;
+mod cancel;
+pub mod future;
 mod join_set;
+mod local;
+mod park;
 
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -66,7 +90,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::runtime::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use cancel::{is_cancelled, shield, Cancelled, ShieldGuard};
+pub use future::{block_on_future, JoinFuture};
 pub use join_set::JoinSet;
+pub use local::FiberLocal;
+pub use park::{current_handle, park, park_timeout, Fiber};
 pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use crate::runtime::task::stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
@@ -294,8 +322,9 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 }
 
 /// Wait until the first of `handles` finishes; return its index and value.
-/// The others keep running, detached (their results are dropped). A panic
-/// of the first finisher is re-raised.
+/// The others keep running, detached (their results are dropped); use
+/// [`when_any_cancel_rest`] to cancel them instead. A panic of the first
+/// finisher is re-raised.
 ///
 /// # Panics
 /// If `handles` is empty.
@@ -312,6 +341,47 @@ impl<T> FiberHandle for ScopedJoinHandle<'_, T> {
 /// ```
 #[track_caller]
 pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
+    when_any_then(handles, |_| {})
+}
+
+/// [`when_any`], cancelling the losers ([`JoinHandle::cancel`]) before it
+/// returns: they unwind at their next cancellation point, detached. Also
+/// when the first finisher panicked (its panic is re-raised after the
+/// cancellations), and when the caller itself is cancelled while it waits.
+///
+/// # Panics
+/// If `handles` is empty.
+///
+/// ```
+/// use std::time::Duration;
+/// use numafiber::{fiber, Runtime};
+/// let rt = Runtime::builder().workers(2).build().unwrap();
+/// let (i, v) = rt.block_on(|| fiber::when_any_cancel_rest(vec![
+///     fiber::spawn(|| { fiber::sleep(Duration::from_secs(3600)); "slow" }), // cancelled
+///     fiber::spawn(|| "fast"),
+/// ]));
+/// assert_eq!((i, v), (1, "fast"));
+/// ```
+#[track_caller]
+pub fn when_any_cancel_rest<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
+    when_any_then(handles, |hs| {
+        for h in hs {
+            h.cancel();
+        }
+    })
+}
+
+/// `when_any`, calling `losers` on the handles once the wait is over
+/// (returning, re-raising a panic, or unwinding).
+#[track_caller]
+fn when_any_then<T>(handles: Vec<JoinHandle<T>>, losers: impl Fn(&[JoinHandle<T>])) -> (usize, T) {
+    struct Losers<'a, T, F: Fn(&[JoinHandle<T>])>(&'a [JoinHandle<T>], F);
+    impl<T, F: Fn(&[JoinHandle<T>])> Drop for Losers<'_, T, F> {
+        fn drop(&mut self) {
+            (self.1)(self.0);
+        }
+    }
+    let _losers = Losers(&handles, losers);
     assert!(!handles.is_empty(), "fiber::when_any needs at least one handle");
     loop {
         for (i, h) in handles.iter().enumerate() {
@@ -582,7 +652,27 @@ impl<T> ScopedJoinHandle<'_, T> {
     pub fn is_finished(&self) -> bool {
         self.inner.is_finished()
     }
+    /// Cancel the fiber ([`JoinHandle::cancel`]); the scope still waits
+    /// for it to unwind.
+    ///
+    /// ```
+    /// use numafiber::{fiber, sync, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let ev = sync::Event::new();
+    ///     fiber::scope(|s| {
+    ///         let h = s.spawn(|| ev.wait()); // nobody sets it
+    ///         fiber::yield_now();
+    ///         h.cancel();
+    ///         assert!(h.join().unwrap_err().is_cancelled());
+    ///     });
+    /// });
+    /// ```
+    pub fn cancel(&self) {
+        self.inner.cancel()
+    }
 }
+
 
 impl<'scope> Scope<'scope, '_> {
     /// Spawn a fiber that may borrow anything that outlives the scope.
@@ -652,14 +742,30 @@ where
         }
     }
     let children = Children(std::mem::take(&mut *scope.children.lock().unwrap_or_else(|e| e.into_inner())));
-    for (t, c) in &children.0 {
-        runtime::wait_child(t, &**c);
+    {
+        // The children borrow our frame: wait for them even when this fiber
+        // is cancelled (shielded), and pass a cancellation on to them so the
+        // wait ends (`runtime::cancel` module docs, step 5).
+        let _shield = ShieldGuard::new();
+        let mut passed_on = false;
+        for (t, c) in &children.0 {
+            while !runtime::wait_child_or_cancel(t, &**c, !passed_on) {
+                passed_on = true;
+                for (t, _) in &children.0 {
+                    runtime::cancel_in(t, scope.handle.shared());
+                }
+            }
+        }
     }
     let child_panicked = children.0.iter().any(|(_, c)| c.unjoined_panic());
     drop(children);
     match r {
         Err(p) => resume_unwind(p),
         Ok(_) if child_panicked => panic!("a scoped fiber panicked"),
-        Ok(r) => r,
+        Ok(r) => {
+            // A cancellation that came while we waited for the children.
+            runtime::cancel_point_current();
+            r
+        }
     }
 }

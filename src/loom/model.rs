@@ -153,6 +153,24 @@ impl FiberState {
     pub fn last_worker(&self) -> usize {
         self.0.last_worker()
     }
+    /// `runtime::cancel::request`: set `CANCEL`, then the wake-up
+    /// transition. `true`: the caller won `PARKED -> QUEUED` and pushes
+    /// the fiber (the real code hands the push to `Shared::reschedule`).
+    pub fn request_cancel(&self) -> bool {
+        let mut push = false;
+        crate::runtime::cancel::request(&self.0, |t| {
+            push = true;
+            // The parked task's reference to itself, handed over by the
+            // transition: a real canceller pushes it; the model keeps the
+            // count as it was.
+            std::mem::forget(t);
+        });
+        push
+    }
+    /// What a cancellation point reads (`runtime::cancel::cancel_point`).
+    pub fn cancel_requested(&self) -> bool {
+        self.0.flags_load() & crate::runtime::task::CANCEL != 0
+    }
 }
 
 // ----- join packet -----
@@ -692,6 +710,18 @@ pub struct HandoffWaiter {
 /// A receiver's cell; must stay where it is while its entry is queued.
 pub struct HandoffCell(Handoff<u64>);
 
+// SAFETY: the models share a cell (in an `Arc`) between the receiver and
+// whoever resumes it; every access follows `Handoff`'s protocol, which is
+// what the models check (loom reports an unordered access to the cell).
+unsafe impl Sync for HandoffCell {}
+// SAFETY: as above; the cell holds a `u64`.
+unsafe impl Send for HandoffCell {}
+
+// SAFETY: a model's waiter is a thread's (`NodeKind::Thread`: an `Arc` of a
+// flag and a thread handle, both `Send`); it is moved to whichever model
+// thread resumes the waiting party.
+unsafe impl Send for HandoffWaiter {}
+
 impl HandoffCell {
     pub fn new() -> HandoffCell {
         HandoffCell(Handoff::new())
@@ -732,6 +762,28 @@ impl HandoffQueue {
             e.node.wake();
         }
         v
+    }
+    /// `send` to a waiting *fiber*: the grant (fill the cell, signal), then,
+    /// still under the lock, the wake-up transition a fiber entry's
+    /// `Waker::signal` performs. Returns the value back when no receiver
+    /// waits, and whether this sender won `PARKED -> QUEUED` (it then
+    /// pushes the fiber).
+    pub fn send_waking(&self, v: u64, fiber: &FiberState) -> (Option<u64>, bool) {
+        let mut v = Some(v);
+        let mut g = self.0.lock();
+        let e = g.grant_first_where_then(
+            |_| true,
+            |h| {
+                if let Some(v) = v.take() {
+                    // SAFETY: under the lock, on the entry just popped,
+                    // before its signal.
+                    unsafe { h.put(v) }
+                }
+            },
+        );
+        let push = e.is_some() && fiber.transition_to_notified();
+        drop(g);
+        (v, push)
     }
     /// The receiver's side of `park_or_leave` + `recv_until`: look at the
     /// signal up to `looks` times (parking in between when `park`), then

@@ -112,6 +112,13 @@ pub(crate) fn register_runtime(shared: &Arc<Shared>) {
     g.push(Arc::downgrade(shared));
 }
 
+/// The live runtime whose `Shared` is at `p`, if any (`JoinHandle::cancel`
+/// from a thread that is not one of its workers).
+pub(crate) fn runtime_at(p: *const Shared) -> Option<Arc<Shared>> {
+    let g = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    g.iter().find(|w| std::ptr::eq(w.as_ptr(), p)).and_then(Weak::upgrade)
+}
+
 /// Runtimes whose worker threads may still exist (not yet drained).
 fn live_runtimes() -> Vec<Arc<Shared>> {
     let g = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());

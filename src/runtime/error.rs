@@ -350,6 +350,8 @@ pub struct JoinError {
 pub(crate) enum JoinRepr {
     Panicked(Box<dyn Any + Send + 'static>),
     Cancelled,
+    /// `JoinHandle::cancel` (and the set, scope and `when_any` forms).
+    CancelledByHandle,
     NoStack(String),
 }
 
@@ -360,6 +362,9 @@ impl JoinError {
     pub(crate) fn cancelled() -> JoinError {
         JoinError { repr: JoinRepr::Cancelled }
     }
+    pub(crate) fn cancelled_by_handle() -> JoinError {
+        JoinError { repr: JoinRepr::CancelledByHandle }
+    }
     pub(crate) fn no_stack(msg: String) -> JoinError {
         JoinError { repr: JoinRepr::NoStack(msg) }
     }
@@ -367,8 +372,22 @@ impl JoinError {
     pub fn is_panic(&self) -> bool {
         matches!(self.repr, JoinRepr::Panicked(_))
     }
-    /// The fiber never finished: its runtime shut down first, or its stack
-    /// could not be allocated.
+    /// The fiber never finished: it was cancelled
+    /// ([`JoinHandle::cancel`](crate::fiber::JoinHandle::cancel),
+    /// [`JoinSet::cancel_all`](crate::fiber::JoinSet::cancel_all), a
+    /// cancelled [`scope`](crate::fiber::scope)), its runtime shut down
+    /// first, or its stack could not be allocated.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let e = rt.block_on(|| {
+    ///     let h = fiber::spawn(|| fiber::sleep(std::time::Duration::from_secs(60)));
+    ///     h.cancel();
+    ///     h.join().unwrap_err()
+    /// });
+    /// assert!(e.is_cancelled());
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         !self.is_panic()
     }
@@ -432,6 +451,7 @@ impl fmt::Display for JoinError {
                 f,
                 "the fiber was cancelled because its runtime shut down before it finished"
             ),
+            JoinRepr::CancelledByHandle => write!(f, "the fiber was cancelled (JoinHandle::cancel)"),
             JoinRepr::NoStack(m) => write!(
                 f,
                 "the fiber never ran: its stack could not be allocated ({m}); lower the stack \

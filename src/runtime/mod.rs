@@ -40,6 +40,8 @@
 //! 5. Every destroyed fiber's join packet receives `JoinError::cancelled`,
 //!    so a thread blocked in `join` returns instead of hanging.
 
+mod builder;
+pub(crate) mod cancel;
 pub(crate) mod context;
 pub(crate) mod deadlock;
 pub(crate) mod error;
@@ -47,7 +49,9 @@ pub(crate) mod io;
 pub(crate) mod park;
 pub(crate) mod shared;
 pub(crate) mod spawn;
+mod stats;
 pub(crate) mod task;
+pub(crate) mod unpark;
 pub(crate) mod wait;
 pub(crate) mod worker;
 pub(crate) mod dump;
@@ -65,11 +69,16 @@ mod test_support;
 // The door: what code outside the engine (fiber/, sync/, net/, graph/)
 // uses to spawn, park, wake and ask about the running fiber. Nothing else
 // of the engine is meant to be reached from outside this folder.
+pub use builder::{max_workers, Builder, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
+pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
 pub(crate) use deadlock::IdleHelper;
 pub(crate) use park::{park, park_until, sleep, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
-pub(crate) use task::join::wait_child;
+pub(crate) use task::join::{wait_child, wait_child_or_cancel};
+pub(crate) use cancel::{cancel_point_current, current_requested as cancel_requested, request_in as cancel_in};
+pub(crate) use unpark::{current as current_unpark_handle, park as park_fiber, park_timeout as park_fiber_timeout};
+pub(crate) use task::locals::{current_slot as current_locals, LocalMap, LocalSlot};
 
 /// The running fiber: id, name, worker index, NUMA node; `None` off a
 /// fiber.
@@ -95,534 +104,20 @@ pub(crate) fn current_workers() -> Option<usize> {
 }
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+use std::sync::atomic::Ordering::*;
 
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::Arc;
 use std::thread::JoinHandle as ThreadHandle;
 
-use crossbeam_deque::Worker as Deque;
 
-use crate::runtime::error::{BuildError, BuildErrorKind};
-use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
+use crate::runtime::error::BuildError;
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::TaskRef;
 use crate::runtime::task::join::JoinHandle;
-use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
-use crate::runtime::shared::{Counters, Shared, WorkerShared};
-use crate::topology::{self, Topology};
-use crate::runtime::worker::WorkerLocal;
+use crate::policy::Policy;
+use crate::runtime::shared::Shared;
+use crate::topology::Topology;
 
-/// Configures and builds a [`Runtime`].
-///
-/// ```
-/// use numafiber::{Policy, Runtime, Topology};
-/// let rt = Runtime::builder()
-///     .workers(2)
-///     .topology(Topology::uniform(2, 1))
-///     .policy(Policy::RandomSteal)
-///     .build()
-///     .unwrap();
-/// assert_eq!(rt.block_on(|| 6 * 7), 42);
-/// ```
-#[derive(Debug, Clone)]
-pub struct Builder {
-    workers: Option<usize>,
-    topology: Option<Topology>,
-    policy: Policy,
-    options: PolicyOptions,
-    stack_size: usize,
-    pin_workers: bool,
-    strict_pinning: bool,
-    steal_chunk: StealChunk,
-    name: String,
-    stack_mode: StackMode,
-    deadlock_detection: bool,
-    strict_deadlock: bool,
-    stall_threshold: Option<std::time::Duration>,
-    on_stall: Option<monitor::StallHook>,
-    dump_signal: Option<i32>,
-}
-
-impl Default for Builder {
-    fn default() -> Self {
-        Builder {
-            workers: None,
-            topology: None,
-            policy: Policy::default(),
-            options: PolicyOptions::default(),
-            stack_size: DEFAULT_STACK_SIZE,
-            pin_workers: true,
-            strict_pinning: false,
-            steal_chunk: StealChunk::Half,
-            name: "numafiber".into(),
-            stack_mode: StackMode::Guarded,
-            deadlock_detection: true,
-            strict_deadlock: false,
-            stall_threshold: Some(monitor::DEFAULT_STALL_THRESHOLD),
-            on_stall: None,
-            dump_signal: None,
-        }
-    }
-}
-
-impl Builder {
-    /// A builder with the defaults of [`Runtime::new`].
-    pub fn new() -> Builder {
-        Builder::default()
-    }
-    /// Number of worker threads (default: one per PU of the topology; a
-    /// detected topology only has the PUs the process CPU affinity allows).
-    /// At most [`max_workers`] of the topology: more is a
-    /// [`BuildErrorKind::WorkerLimit`] error at [`build`](Self::build).
-    ///
-    /// ```
-    /// use numafiber::{BuildErrorKind, Runtime, Topology};
-    /// let e = Runtime::builder().workers(100_000).topology(Topology::uniform(1, 2)).build().unwrap_err();
-    /// assert_eq!(e.kind(), &BuildErrorKind::WorkerLimit { workers: 100_000, limit: 1024 });
-    /// ```
-    pub fn workers(mut self, n: usize) -> Builder {
-        self.workers = Some(n);
-        self
-    }
-    /// The topology the policies see (default: [`Topology::detect`]).
-    pub fn topology(mut self, t: Topology) -> Builder {
-        self.topology = Some(t);
-        self
-    }
-    /// The scheduling policy (default: [`Policy::Nlh`]).
-    pub fn policy(mut self, p: Policy) -> Builder {
-        self.policy = p;
-        self
-    }
-    /// The policy switches that go beyond the thesis.
-    pub fn policy_options(mut self, o: PolicyOptions) -> Builder {
-        self.options = o;
-        self
-    }
-    /// Default fiber stack size in bytes (default
-    /// [`crate::runtime::task::stack::DEFAULT_STACK_SIZE`], 256 KiB; from
-    /// [`crate::fiber::MIN_STACK_SIZE`], 16 KiB, to
-    /// [`crate::fiber::MAX_STACK_SIZE`]; `build` returns
-    /// `BuildErrorKind::StackTooSmall` / `StackTooLarge` outside). Stacks
-    /// are committed lazily: a fiber costs the pages it touches, not this
-    /// size (see [`crate::fiber`], "Stacks").
-    pub fn stack_size(mut self, bytes: usize) -> Builder {
-        self.stack_size = bytes;
-        self
-    }
-    /// Pin each worker to its processing unit (default true).
-    pub fn pin_workers(mut self, pin: bool) -> Builder {
-        self.pin_workers = pin;
-        self
-    }
-    /// Fail the build when a worker cannot have a PU of its own (more
-    /// workers than PUs: [`BuildErrorKind::TooManyWorkers`]; a topology that
-    /// is not this machine mapped onto fewer allowed CPUs than workers:
-    /// [`BuildErrorKind::SharedPu`]), would be pinned outside the process
-    /// CPU affinity ([`BuildErrorKind::CpuNotAllowed`]), or cannot be pinned
-    /// (default false: best effort, reported in [`Stats`]).
-    pub fn strict_pinning(mut self, strict: bool) -> Builder {
-        self.strict_pinning = strict;
-        self
-    }
-    /// How much a thief takes from its victim (default half).
-    pub fn steal_chunk(mut self, c: StealChunk) -> Builder {
-        self.steal_chunk = c;
-        self
-    }
-    /// Carve fiber stacks from large slabs without guard pages. Each stack
-    /// gets a canary word at its bottom, checked every time its fiber
-    /// switches out; a damaged canary aborts with an overflow report. The
-    /// minimum stack size drops to
-    /// [`MIN_SLAB_STACK_SIZE`](crate::fiber::MIN_SLAB_STACK_SIZE).
-    ///
-    /// Deprecated: it was the only way to have a million fibers alive while
-    /// guarded stacks cost two memory mappings each. The default guarded
-    /// slab stacks now hold a million parked fibers with less memory
-    /// (measured 4.5 KiB of RSS per parked fiber against 6.6 KiB for 6 KiB
-    /// unguarded stacks, `tests/stacks.rs` and `tests/million.rs`) at the
-    /// same spawn + join cost (2,590 against 2,586 instructions under
-    /// callgrind, `examples/spawn_join_count.rs`), and they catch overflows.
-    ///
-    /// # Safety
-    /// Without a guard page an overflowing fiber writes into the stack below
-    /// its own before the canary check notices; the caller promises its
-    /// fibers stay within their stack size. Unbounded recursion in
-    /// particular usually runs off the slab into unmapped memory and ends
-    /// in a bare SIGSEGV, with no report naming the fiber (the canary is
-    /// never checked); develop recursive code on guarded stacks.
-    ///
-    /// ```
-    /// # #![allow(deprecated)]
-    /// use numafiber::{fiber, Runtime};
-    /// // SAFETY: these fibers use a few hundred bytes of stack.
-    /// let rt = unsafe { Runtime::builder().workers(1).stack_size(16 << 10).unguarded_stacks() }.build().unwrap();
-    /// assert_eq!(rt.block_on(|| fiber::await_fiber(fiber::spawn(|| 5))), 5);
-    /// ```
-    #[deprecated(note = "the default guarded slab stacks hold a million fibers with less memory and catch \
-                         overflows; remove the call")]
-    pub unsafe fn unguarded_stacks(mut self) -> Builder {
-        self.stack_mode = StackMode::Slab;
-        self
-    }
-    /// Let [`Runtime::block_on`] report deadlocks (default true): it
-    /// panics with a report ("all fibers are asleep - deadlock!") when
-    /// every fiber of every runtime is parked on a sync primitive or a
-    /// join, no timer or I/O is pending, the fiber it waits for is one of
-    /// them, **and no other thread exists** that could still wake one; when
-    /// only the last condition fails (a completion thread, a busy second
-    /// runtime) it prints the same report once as a warning and keeps
-    /// waiting. See [`crate::sync`], "Deadlock report", and
-    /// [`strict_deadlock_detection`](Self::strict_deadlock_detection).
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).deadlock_detection(false).build().unwrap();
-    /// assert_eq!(rt.block_on(|| 1), 1);
-    /// ```
-    pub fn deadlock_detection(mut self, on: bool) -> Builder {
-        self.deadlock_detection = on;
-        self
-    }
-    /// Panic as soon as this runtime alone has been quiescent for about
-    /// 100 ms (every fiber parked on a sync primitive or a join, no timer
-    /// pending, the `block_on` root among them), even when another thread
-    /// or runtime could still wake a fiber (default false). This was the
-    /// default rule before the proof of [`deadlock_detection`](Self::deadlock_detection);
-    /// use it in tests that must fail fast, never with completion threads.
-    ///
-    /// ```
-    /// use std::panic::{catch_unwind, AssertUnwindSafe};
-    /// let rt = numafiber::Runtime::builder().workers(1).strict_deadlock_detection(true).build().unwrap();
-    /// let e = numafiber::sync::Event::new();
-    /// let r = catch_unwind(AssertUnwindSafe(|| rt.block_on(|| e.wait()))); // nobody sets it
-    /// let msg = r.unwrap_err().downcast::<String>().unwrap();
-    /// assert!(msg.contains("all fibers are asleep - deadlock!"));
-    /// ```
-    pub fn strict_deadlock_detection(mut self, strict: bool) -> Builder {
-        self.strict_deadlock = strict;
-        self
-    }
-    /// Prefix of the worker thread names (default `numafiber`). A name
-    /// with a NUL byte is a [`BuildErrorKind::InvalidName`] error at
-    /// [`build`](Self::build).
-    ///
-    /// ```
-    /// use numafiber::{BuildErrorKind, Runtime};
-    /// let e = Runtime::builder().workers(1).name("a\0b").build().unwrap_err();
-    /// assert!(matches!(e.kind(), BuildErrorKind::InvalidName(_)));
-    /// ```
-    pub fn name(mut self, name: impl Into<String>) -> Builder {
-        self.name = name.into();
-        self
-    }
-
-    /// How long a fiber may run without giving control back to its worker
-    /// before the stall monitor reports it (default
-    /// [`DEFAULT_STALL_THRESHOLD`], 50 ms); `None` turns the monitor off.
-    ///
-    /// The monitor is a thread per runtime that samples each worker's
-    /// switch counter every quarter threshold (nothing is added to the
-    /// switch path) and parks while every worker sleeps. A fiber over the
-    /// threshold is reported once per incident through
-    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
-    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
-    /// [`BuildErrorKind::ZeroStallThreshold`] error at [`build`](Self::build).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let rt = numafiber::Runtime::builder().workers(1).stall_threshold(Some(Duration::from_millis(20))).build()?;
-    /// let quiet = numafiber::Runtime::builder().workers(1).stall_threshold(None).build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn stall_threshold(mut self, threshold: Option<std::time::Duration>) -> Builder {
-        self.stall_threshold = threshold;
-        self
-    }
-
-    /// What the stall monitor does with a [`StallReport`] (default: print
-    /// it to stderr). Runs on the monitor thread, once per incident; it may
-    /// take a [`Runtime::dump`] through a [`Handle`].
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder()
-    ///     .workers(1)
-    ///     .on_stall(|r| eprintln!("slow fiber {:?} on worker {}", r.fiber_id(), r.worker()))
-    ///     .build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Builder {
-        self.on_stall = Some(monitor::StallHook(Arc::new(hook)));
-        self
-    }
-
-    /// Print a dump of this runtime to stderr whenever the process gets
-    /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
-    /// then every fiber. The handler only writes a byte to a pipe; a
-    /// helper thread takes and prints the dump. Installing the handler
-    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
-    /// dump). A signal that cannot be caught is a
-    /// [`BuildErrorKind::Signal`] error at [`build`](Self::build).
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn dump_on_signal(mut self, signal: i32) -> Builder {
-        self.dump_signal = Some(signal);
-        self
-    }
-
-    /// Start the workers.
-    ///
-    /// # Errors
-    /// A [`BuildError`] whose [`kind`](BuildError::kind) says which setting
-    /// was wrong: zero workers or more than [`max_workers`], a stack below
-    /// the minimum, an invalid topology, a thread name with a NUL byte,
-    /// strict pinning that cannot be honoured, or a thread the OS refused.
-    pub fn build(self) -> Result<Runtime, BuildError> {
-        if self.workers == Some(0) {
-            return Err(BuildError::new(BuildErrorKind::ZeroWorkers));
-        }
-        register_fork_handler();
-        if self.name.contains('\0') {
-            return Err(BuildError::new(BuildErrorKind::InvalidName(self.name)));
-        }
-        if self.stall_threshold == Some(std::time::Duration::ZERO) {
-            return Err(BuildError::new(BuildErrorKind::ZeroStallThreshold));
-        }
-        if let Some(sig) = self.dump_signal {
-            if !(1..=64).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                return Err(BuildError::new(BuildErrorKind::Signal {
-                    signal: sig,
-                    reason: "not a signal a handler can catch".into(),
-                }));
-            }
-        }
-        match crate::runtime::task::stack::check_size(self.stack_size, self.stack_mode) {
-            Ok(()) => {}
-            Err(crate::runtime::task::stack::SizeError::TooSmall { minimum }) => {
-                return Err(BuildError::new(BuildErrorKind::StackTooSmall { requested: self.stack_size, minimum }));
-            }
-            Err(crate::runtime::task::stack::SizeError::TooLarge { maximum }) => {
-                return Err(BuildError::new(BuildErrorKind::StackTooLarge { requested: self.stack_size, maximum }));
-            }
-        }
-        let topology = match self.topology {
-            Some(t) => t,
-            None => Topology::detect()?,
-        };
-        topology.validate()?;
-        let nworkers = self.workers.unwrap_or_else(|| topology.num_pus());
-        let limit = max_workers(&topology);
-        if nworkers > limit {
-            return Err(BuildError::new(BuildErrorKind::WorkerLimit { workers: nworkers, limit }));
-        }
-        let strict = self.strict_pinning && self.pin_workers;
-        if strict && nworkers > topology.num_pus() {
-            return Err(BuildError::new(BuildErrorKind::TooManyWorkers {
-                workers: nworkers,
-                pus: topology.num_pus(),
-            }));
-        }
-        let slots = topology.plan_workers(nworkers, strict)?;
-        if strict {
-            let allowed = topology::allowed_cpus();
-            if let Some((worker, s)) = slots.iter().enumerate().find(|(_, s)| !allowed.contains(&s.cpu)) {
-                return Err(BuildError::new(BuildErrorKind::CpuNotAllowed { worker, cpu: s.cpu, allowed }));
-            }
-            // A topology that is not this machine is mapped onto the CPUs
-            // the process may use; with fewer of them than workers, two
-            // workers would share one.
-            let mut first_on = std::collections::HashMap::with_capacity(slots.len());
-            for (worker, s) in slots.iter().enumerate() {
-                if let Some(&shares_with) = first_on.get(&s.cpu) {
-                    return Err(BuildError::new(BuildErrorKind::SharedPu {
-                        worker,
-                        shares_with,
-                        cpu: s.cpu,
-                        cpus: topology::real_cpus(),
-                    }));
-                }
-                first_on.insert(s.cpu, worker);
-            }
-        }
-        let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
-        // Thieves exist only with two workers or more and a stealing policy
-        // (`WorkerLocal::steal`); otherwise the wake slots are private.
-        let slots_stealable = nworkers >= 2 && self.policy.steals();
-        // NLH reads the published queue lengths of the workers of nodes
-        // with two workers or more (`shared::PublishedLen`).
-        let nodes = slots.iter().map(|s| s.node + 1).max().unwrap_or(0).max(topology.num_nodes());
-        let mut node_workers = vec![0usize; nodes];
-        for s in &slots {
-            node_workers[s.node] += 1;
-        }
-        let published = |node: usize| self.policy == Policy::Nlh && node_workers[node] >= 2;
-        let workers: Box<[WorkerShared]> = deques
-            .iter()
-            .enumerate()
-            .map(|(i, d)| WorkerShared {
-                index: i,
-                slot: slots[i],
-                stealer: d.stealer(),
-                wake_slot: crate::runtime::worker::wake_slot::WakeSlot::new(slots_stealable),
-                held: crate::runtime::worker::wake_slot::WakeSlot::new(true),
-                inbox: Default::default(),
-                pinned_inbox: Default::default(),
-                sleeper: crate::runtime::worker::idle::Sleeper::new(),
-                thread: OnceLock::new(),
-                tid: AtomicI32::new(0),
-                pinned_ok: AtomicBool::new(false),
-                counters: Counters::default(),
-                timers: Default::default(),
-                poll_flag: crate::runtime::io::driver::PollFlag::new(),
-                reactor_waker: OnceLock::new(),
-                published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
-                insight: Default::default(),
-            })
-            .collect();
-        let worker_node: Vec<usize> = slots.iter().map(|s| s.node).collect();
-        // Non-worker spawners may be placed by the node of the CPU they run
-        // on: map each real CPU to the node of the first worker on it.
-        let max_cpu = slots.iter().map(|s| s.cpu).max().unwrap_or(0);
-        let mut cpu_node = vec![None; max_cpu + 1];
-        for s in &slots {
-            cpu_node[s.cpu].get_or_insert(s.node);
-        }
-        let sched = Scheduler::new(self.policy, self.options, worker_node, &topology).with_cpu_node_map(cpu_node);
-        let shared = Arc::new(Shared::new(
-            workers,
-            sched,
-            self.steal_chunk,
-            self.stack_size,
-            topology,
-            self.stack_mode,
-        ));
-        crate::runtime::task::overflow::install_handler();
-        crate::runtime::task::stack::side::install_panic_hook();
-        shared.deadlock_detection.store(self.deadlock_detection, Relaxed);
-        shared.deadlock.strict.store(self.strict_deadlock, Relaxed);
-        // Only strict pinning waits for the workers' pinning results (a
-        // channel per runtime otherwise unused).
-        let (tx, rx) = if strict {
-            let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
-        let mut threads = Vec::with_capacity(nworkers);
-        for (i, deque) in deques.into_iter().enumerate() {
-            let sh = shared.clone();
-            let tx = tx.clone();
-            let pin = self.pin_workers;
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-w{i}", self.name))
-                .spawn(move || worker_main(i, sh, deque, pin, tx));
-            match spawned {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    let rt = Runtime { shared: shared.clone(), threads };
-                    drop(rt);
-                    return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
-                }
-            }
-        }
-        drop(tx);
-        // Only strict pinning needs each worker's pinning result before
-        // `build` returns; otherwise the workers start while the caller
-        // goes on (about a quarter of a start-up's time). A
-        // worker that starts late finds its queue and the shutdown flag as
-        // any worker between two checks does; `Stats` waits for them all.
-        let mut failure = None;
-        if let Some(rx) = rx {
-            for _ in 0..nworkers {
-                match rx.recv() {
-                    Ok((i, Err(reason))) if failure.is_none() => {
-                        failure = Some(BuildErrorKind::Pinning { worker: i, cpu: slots[i].cpu, reason });
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
-        }
-        let rt = Runtime { shared, threads };
-        if let Some(kind) = failure {
-            drop(rt);
-            return Err(BuildError::new(kind));
-        }
-        crate::runtime::deadlock::register_runtime(&rt.shared);
-        let _ = rt.shared.insight.name.set(self.name.clone());
-        if let Some(sig) = self.dump_signal {
-            if let Err(e) = dump::signal::watch(&rt.shared, sig) {
-                drop(rt);
-                return Err(BuildError::new(BuildErrorKind::Signal { signal: sig, reason: e.to_string() }));
-            }
-        }
-        if let Some(threshold) = self.stall_threshold {
-            // The coarse clock runs from now on (fibers' ages).
-            rt.shared.insight.tick();
-            let hook = self.on_stall.clone().unwrap_or_else(monitor::StallHook::stderr);
-            if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
-                drop(rt);
-                return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
-            }
-        }
-        Ok(rt)
-    }
-}
-
-/// The floor of [`max_workers`].
-pub const MIN_WORKER_LIMIT: usize = 1024;
-/// Workers per processing unit [`max_workers`] allows above its floor.
-pub const WORKERS_PER_PU_LIMIT: usize = 4;
-
-/// The most workers a runtime on `topology` accepts: the larger of
-/// [`MIN_WORKER_LIMIT`] and [`WORKERS_PER_PU_LIMIT`] per PU. Every worker is
-/// an OS thread (about 16 KiB resident each, measured by
-/// `examples/worker_rss.rs`); its policy state does not grow with the
-/// worker count (a few words per NUMA node, see
-/// [`ThiefState::heap_bytes`](crate::policy::ThiefState::heap_bytes)), so the
-/// bound is on threads, not on a per-worker cost that grows with n.
-///
-/// ```
-/// use numafiber::{runtime::max_workers, Topology};
-/// assert_eq!(max_workers(&Topology::uniform(2, 4)), 1024);
-/// assert_eq!(max_workers(&Topology::uniform(4, 128)), 2048);
-/// ```
-pub fn max_workers(topology: &Topology) -> usize {
-    MIN_WORKER_LIMIT.max(WORKERS_PER_PU_LIMIT.saturating_mul(topology.num_pus()))
-}
-
-fn worker_main(
-    i: usize,
-    shared: Arc<Shared>,
-    deque: Deque<Runnable>,
-    pin: bool,
-    tx: Option<mpsc::Sender<(usize, Result<(), String>)>>,
-) {
-    let me = &shared.workers[i];
-    let _ = me.thread.set(std::thread::current());
-    // SAFETY: gettid has no preconditions.
-    me.tid.store(unsafe { libc::gettid() }, Relaxed);
-    let pinned = if pin { topology::pin_current_thread(me.slot.cpu) } else { Ok(()) };
-    me.pinned_ok.store(pin && pinned.is_ok(), Relaxed);
-    // Publishes `tid` and `pinned_ok` to `Stats::collect` (Acquire there).
-    shared.started.fetch_add(1, Release);
-    if let Some(tx) = tx {
-        let _ = tx.send((i, pinned));
-    }
-    let altstack = crate::runtime::task::overflow::install_altstack();
-    let guard = AbortOnPanic("the worker loop");
-    let local = WorkerLocal::new(i, shared.clone(), deque);
-    context::set_worker(&local);
-    local.run();
-    context::set_worker(std::ptr::null());
-    drop(local);
-    std::mem::forget(guard);
-    finish_handed_off_shutdown(&shared);
-    // No fiber runs on this thread any more: the signal stack can go.
-    drop(altstack);
-}
 
 /// A pool of pinned worker threads running fibers.
 ///
@@ -775,35 +270,6 @@ impl Runtime {
     /// ```
     pub fn handle(&self) -> Handle {
         Handle { shared: self.shared.clone() }
-    }
-
-    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
-    /// see [`Dump`] for how to read it and what is a snapshot.
-    ///
-    /// ```
-    /// use numafiber::{fiber, Runtime};
-    /// let rt = Runtime::builder().workers(1).build().unwrap();
-    /// let d = rt.block_on(|| {
-    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
-    ///     fiber::yield_now(); // let it start and park
-    ///     let d = Runtime::dump_current();
-    ///     h.join().unwrap();
-    ///     d
-    /// });
-    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
-    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
-    /// ```
-    pub fn dump(&self) -> Dump {
-        dump::capture(&self.shared)
-    }
-
-    /// [`Runtime::dump`] of the runtime running the calling fiber
-    /// (`Handle::current().dump()`).
-    ///
-    /// # Panics
-    /// Outside a fiber.
-    pub fn dump_current() -> Dump {
-        Handle::current().dump()
     }
 
     /// A snapshot of the runtime's counters.
@@ -1079,20 +545,6 @@ impl Handle {
         self.shared.workers.len()
     }
 
-    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
-    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
-    /// fibers still registered and no running ones.
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
-    /// let h = rt.handle();
-    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
-    /// assert_eq!(d.workers().count(), 1);
-    /// ```
-    pub fn dump(&self) -> Dump {
-        dump::capture(&self.shared)
-    }
-
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -1133,7 +585,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         // the count above zero.
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }
-    t.cancelling.set(true);
+    t.set_cancelling();
     let prev = context::replace_current_task(&**t);
     // SAFETY: `transition_to_cancelled` gave us the run permission.
     let (coro, entry, registered) = {
@@ -1156,6 +608,11 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
         crate::runtime::task::overflow::report_canary(t);
     }
     contain_drop_panic(t.id, move || drop(entry));
+    // Its fiber-locals (`fiber::local`, rule 3), after everything that
+    // could still use them.
+    // SAFETY: we hold the run permission and the fiber is gone: no borrow
+    // of a value can be alive.
+    contain_drop_panic(t.id, || unsafe { crate::runtime::task::locals::clear_slot(&t.locals) });
     context::replace_current_task(prev);
     if registered {
         shared.registry.remove(t.id);
@@ -1194,209 +651,3 @@ impl Drop for Runtime {
     }
 }
 
-/// Counters of one worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerStats {
-    /// Worker index.
-    pub worker: usize,
-    /// NUMA node of the worker in the runtime's topology.
-    pub node: usize,
-    /// Real PU (OS index) the worker was mapped to.
-    pub cpu: usize,
-    /// Whether pinning to `cpu` succeeded.
-    pub pinned: bool,
-    /// Linux thread id of the worker.
-    pub tid: i32,
-    /// Fibers spawned from fibers running on this worker.
-    pub spawned: u64,
-    /// Fibers that finished on this worker.
-    pub executed: u64,
-    /// Times a fiber was resumed on this worker.
-    pub resumes: u64,
-    /// Successful steals from a worker of the same node.
-    pub local_steals: u64,
-    /// Successful steals from a worker of another node.
-    pub remote_steals: u64,
-    /// Steal attempts that found nothing.
-    pub failed_steals: u64,
-    /// Fibers moved here by steals.
-    pub stolen_fibers: u64,
-    /// Times a fiber parked on this worker.
-    pub parks: u64,
-    /// Stacks this worker mapped (fresh `mmap`s, not pool hits).
-    pub stacks_mapped: u64,
-    /// Joins by a fiber on this worker that ran their own child at once
-    /// because nobody had started it yet (the child was queued on another
-    /// worker of the node; see [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
-    /// A child that had not left this worker yet (its spawner had not given
-    /// control back since the spawn: the held-child slot) is simply taken
-    /// back. One that was already in the other worker's inbox leaves a
-    /// surplus queue entry behind there, which that worker drops without
-    /// running anything; [`stolen_fibers`](Self::stolen_fibers) counts such
-    /// entries when a steal moves them.
-    pub reclaimed: u64,
-    /// Fibers spawned on this worker (by its fibers, or as the fiber of a
-    /// stolen [`fiber::join`](crate::fiber::join) job) whose control block
-    /// reused the memory of a finished fiber from this worker's pool
-    /// instead of a new allocation. A worker keeps up to 256 finished
-    /// fibers' blocks (about 350 bytes each) for that, so the memory of a
-    /// fiber started on one worker and finished on another is not freed
-    /// across threads (which contends on the allocator's locks).
-    ///
-    /// ```
-    /// use numafiber::{fiber, Runtime};
-    /// let rt = Runtime::builder().workers(1).build().unwrap();
-    /// rt.block_on(|| {
-    ///     for i in 0..10 {
-    ///         assert_eq!(fiber::spawn(move || i).join().unwrap(), i);
-    ///     }
-    /// });
-    /// // The first child's block came from the allocator; each later one
-    /// // reuses the block of the child joined before it.
-    /// assert_eq!(rt.stats().workers[0].tasks_reused, 9);
-    /// ```
-    pub tasks_reused: u64,
-    /// Timers in this worker's heap (sleeps and timed waits), as last
-    /// published by the worker. Includes stale ones (a timed wait that
-    /// ended before its deadline) until the heap is next compacted, which
-    /// keeps it within about twice the live timers (at least 64).
-    pub pending_timers: usize,
-}
-
-/// Counters of one NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeStats {
-    /// Node index.
-    pub node: usize,
-    /// Workers on the node.
-    pub workers: usize,
-    /// Fibers finished on the node.
-    pub executed: u64,
-    /// Successful steals by this node's workers from the same node.
-    pub local_steals: u64,
-    /// Successful steals by this node's workers from other nodes.
-    pub remote_steals: u64,
-    /// Failed steal attempts by this node's workers.
-    pub failed_steals: u64,
-    /// Fibers placed on this node by the placement policy
-    /// ([`Scheduler::placements`](crate::policy::Scheduler::placements):
-    /// counted per spawner and summed, exact once spawning has stopped).
-    pub placements: u64,
-    /// The placement policy's workload count of the node
-    /// ([`Scheduler::node_workload`](crate::policy::Scheduler::node_workload)).
-    pub workload: i64,
-}
-
-/// A snapshot of a runtime's counters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Fibers spawned (from fibers and from other threads).
-    pub spawned: u64,
-    /// Fibers finished.
-    pub completed: u64,
-    /// Successful same-node steals.
-    pub local_steals: u64,
-    /// Successful cross-node steals.
-    pub remote_steals: u64,
-    /// Steal attempts that found nothing.
-    pub failed_steals: u64,
-    /// Per worker.
-    pub workers: Vec<WorkerStats>,
-    /// Per node of the topology.
-    pub nodes: Vec<NodeStats>,
-    /// The policy.
-    pub policy: Policy,
-    /// The topology's description.
-    pub topology: String,
-    /// The topology is not this machine: its logical PUs were mapped onto
-    /// the real PUs round-robin and pinning is best effort.
-    pub mapped_onto_real_pus: bool,
-    /// The topology had no distance matrix: 10 local / 20 remote is used.
-    pub default_distances: bool,
-}
-
-impl Stats {
-    fn collect(shared: &Shared) -> Stats {
-        // Every worker's thread id and pinning result, once it started
-        // (`build` does not wait for that unless pinning is strict).
-        // (In a forked child the workers are the parent's: do not wait.)
-        while shared.started.load(Acquire) < shared.workers.len() && !shared.in_forked_child() {
-            std::thread::yield_now();
-        }
-        let workers: Vec<WorkerStats> = shared
-            .workers
-            .iter()
-            .map(|w| {
-                let c = &w.counters;
-                WorkerStats {
-                    worker: w.index,
-                    node: w.slot.node,
-                    cpu: w.slot.cpu,
-                    pinned: w.pinned_ok.load(Relaxed),
-                    tid: w.tid.load(Relaxed),
-                    spawned: c.spawned.load(Relaxed),
-                    executed: c.completed.load(Relaxed),
-                    resumes: c.resumes.load(Relaxed),
-                    local_steals: c.local_steals.load(Relaxed),
-                    remote_steals: c.remote_steals.load(Relaxed),
-                    failed_steals: c.failed_steals.load(Relaxed),
-                    stolen_fibers: c.stolen_fibers.load(Relaxed),
-                    parks: c.parks.load(Relaxed),
-                    stacks_mapped: c.stacks_mapped.load(Relaxed),
-                    reclaimed: c.reclaimed.load(Relaxed),
-                    tasks_reused: c.tasks_reused.load(Relaxed),
-                    pending_timers: w.timers.load(Relaxed),
-                }
-            })
-            .collect();
-        let nodes = (0..shared.topology.nodes().len())
-            .map(|n| {
-                let ws = workers.iter().filter(|w| w.node == n);
-                let mut s = NodeStats {
-                    node: n,
-                    workers: 0,
-                    executed: 0,
-                    local_steals: 0,
-                    remote_steals: 0,
-                    failed_steals: 0,
-                    placements: shared.sched.placements(n),
-                    workload: shared.sched.node_workload(n),
-                };
-                for w in ws {
-                    s.workers += 1;
-                    s.executed += w.executed;
-                    s.local_steals += w.local_steals;
-                    s.remote_steals += w.remote_steals;
-                    s.failed_steals += w.failed_steals;
-                }
-                s
-            })
-            .collect();
-        Stats {
-            spawned: workers.iter().map(|w| w.spawned).sum::<u64>() + shared.foreign_spawned.load(Relaxed),
-            completed: workers.iter().map(|w| w.executed).sum(),
-            local_steals: workers.iter().map(|w| w.local_steals).sum(),
-            remote_steals: workers.iter().map(|w| w.remote_steals).sum(),
-            failed_steals: workers.iter().map(|w| w.failed_steals).sum(),
-            workers,
-            nodes,
-            policy: shared.sched.policy(),
-            topology: shared.topology.description().to_string(),
-            mapped_onto_real_pus: !shared.topology.is_this_machine(),
-            default_distances: !shared.topology.has_distance_matrix(),
-        }
-    }
-
-    /// Remote steals over all successful steals (0 when none).
-    pub fn remote_steal_ratio(&self) -> f64 {
-        let all = self.local_steals + self.remote_steals;
-        if all == 0 {
-            0.0
-        } else {
-            self.remote_steals as f64 / all as f64
-        }
-    }
-}

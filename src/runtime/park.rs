@@ -8,16 +8,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loom::thread::{self, Thread};
+use crate::runtime::cancel::cancel_point;
 use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_task, current_task_ref};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::join::current_shared_for_drain;
 use crate::runtime::task::{wait_kind, Suspend, Task, TaskRef};
 
-/// Someone blocked until an event: a parked fiber or a parked thread.
+/// Someone blocked until an event: a parked fiber or a parked thread, or
+/// an async task awaiting a join (`fiber::future::JoinFuture`).
 #[derive(Clone)]
 pub(crate) enum Waiter {
     Fiber { task: TaskRef, shared: Arc<Shared> },
     Thread(Thread),
+    Async(std::task::Waker),
 }
 
 impl Waiter {
@@ -38,6 +41,7 @@ impl Waiter {
         match (self, o) {
             (Waiter::Fiber { task: a, .. }, Waiter::Fiber { task: b, .. }) => Arc::ptr_eq(a, b),
             (Waiter::Thread(a), Waiter::Thread(b)) => a.id() == b.id(),
+            (Waiter::Async(a), Waiter::Async(b)) => a.will_wake(b),
             _ => false,
         }
     }
@@ -50,6 +54,7 @@ impl Waiter {
                 crate::runtime::deadlock::note_thread_wake();
                 t.unpark()
             }
+            Waiter::Async(w) => w.wake(),
         }
     }
 }
@@ -115,6 +120,10 @@ pub(crate) fn park_current() {
 
 /// `park_current` for a caller that already read the running task `t`
 /// (null on a plain thread) from TLS, without suspending since.
+///
+/// Every park of the crate comes here, so this is where a fiber meets a
+/// cancellation request (`cancel` module docs, step 2): on the way out of
+/// every park, a pending wake-up token included.
 #[inline]
 pub(crate) fn park_task(t: *const Task) {
     if t.is_null() {
@@ -124,10 +133,13 @@ pub(crate) fn park_task(t: *const Task) {
     // SAFETY: non-null CURRENT: the running task, alive while it runs (see
     // `current_task`).
     let task = unsafe { &*t };
-    if task.take_token() || cannot_suspend(task) {
-        return;
+    if !task.take_token() {
+        if cannot_suspend(task) {
+            return;
+        }
+        suspend_task(t, Suspend::Park);
     }
-    suspend_task(t, Suspend::Park);
+    cancel_point(task);
 }
 
 /// Let other fibers run (see `fiber::yield_now`).
@@ -145,8 +157,15 @@ pub(crate) fn yield_now() {
         return;
     }
     // SAFETY: as in `current_task`; not used after the suspension.
-    if cannot_suspend(unsafe { &*t }) {
-        return;
+    let task = unsafe { &*t };
+    // One load of the flags for the drain's mark and a cancellation
+    // request (a cancellation point on entry: `cancel` module docs); the
+    // unpark token sends it to the slow path too, which then suspends.
+    if task.flags_load() != 0 || std::thread::panicking() {
+        if cannot_suspend(task) {
+            return;
+        }
+        cancel_point(task);
     }
     suspend_task(t, Suspend::Yield);
 }

@@ -7,6 +7,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
+use crate::runtime::cancel::ShieldGuard;
 use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_shared, current_shared_ptr, current_task};
 use crate::runtime::error::{SpawnError, SpawnErrorKind};
 use crate::runtime::park::{suspend, suspend_task};
@@ -224,7 +225,7 @@ where
         let (entry, packet) = unsafe { packet::new_main(f) };
         (make_task(Some(entry)), packet)
     };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), _p: PhantomData };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
     if work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
@@ -405,7 +406,12 @@ where
         if current_is_cancelling() {
             settle_job(&|| (job.runner(), job.is_done()));
         }
+        // Shielded: the thief runs `b` on our frame, so this wait must end
+        // (`cancel` module docs, step 5); a cancellation takes effect at
+        // the next cancellation point after it.
+        let shield = ShieldGuard::new();
         let r = job.wait();
+        drop(shield);
         std::mem::forget(settle);
         job.clear();
         r

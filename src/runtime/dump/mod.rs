@@ -64,6 +64,7 @@
 //! a lock, so these are counted per worker (the queue lengths) and in the
 //! first line, not listed.
 
+mod api;
 mod grouped;
 mod memory;
 pub(crate) mod running;
@@ -201,6 +202,10 @@ pub enum WaitKind {
     Select,
     /// `fiber::sleep` ([`Wait::until`] is the deadline).
     Sleep,
+    /// `fiber::park`, until a `Fiber::unpark`.
+    Park,
+    /// `fiber::block_on_future`, until the future's waker is called.
+    Future,
     /// A socket (`numafiber::net`): readiness for reading.
     SocketRead,
     /// A socket: readiness for writing.
@@ -234,6 +239,8 @@ impl WaitKind {
             w::CHAN_SEND => WaitKind::ChannelSend,
             w::SELECT => WaitKind::Select,
             w::SLEEP => WaitKind::Sleep,
+            w::PARK => WaitKind::Park,
+            w::FUTURE => WaitKind::Future,
             w::IO => WaitKind::SocketRead,
             w::IO_WRITE => WaitKind::SocketWrite,
             w::BLOCKING => WaitKind::Blocking,
@@ -262,6 +269,8 @@ impl WaitKind {
             WaitKind::ChannelSend => "channel send",
             WaitKind::Select => "select",
             WaitKind::Sleep => "sleep",
+            WaitKind::Park => "fiber::park",
+            WaitKind::Future => "future",
             WaitKind::SocketRead => "socket read",
             WaitKind::SocketWrite => "socket write",
             WaitKind::Blocking => "blocking call",

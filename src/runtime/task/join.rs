@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::context::{current_is_cancelling, set_wait_reason};
+use crate::runtime::context::{clear_task_wait_reason, current_is_cancelling, set_task_wait_reason_at, set_wait_reason};
 use crate::runtime::error::JoinError;
 use crate::runtime::park::park;
 use crate::runtime::shared::Shared;
@@ -22,8 +22,20 @@ pub struct JoinHandle<T> {
     /// Dropped by `Drop` (into the worker's task pool when it is the last
     /// reference), never elsewhere.
     pub(crate) task: std::mem::ManuallyDrop<TaskRef>,
+    /// The fiber's runtime, as an address only (no count: spawn stays
+    /// free of it), for [`cancel`](JoinHandle::cancel), whose canceller
+    /// may have to push the fiber to one of its queues (`cancel::request_at`).
+    pub(crate) shared: *const Shared,
     pub(crate) _p: PhantomData<T>,
 }
+
+// SAFETY: `shared` is an address used only as `cancel::request_at`
+// documents (looked up, or compared with this thread's worker's runtime);
+// every other field is `Send`/`Sync` for `T: Send` as before.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: as above; `&JoinHandle` offers `cancel`, `is_finished` and `id`,
+// which are safe from any thread.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
@@ -100,9 +112,18 @@ impl<T> JoinHandle<T> {
             return unsafe { self.packet.wait() };
         }
         reclaim(&self.task);
-        set_wait_reason(task::wait_kind::JOIN, self.task.id);
+        // One TLS read for both reasons: our own task is the same on
+        // whichever worker the wait resumes.
+        // SAFETY: a non-null CURRENT is the running fiber's task, alive
+        // while that fiber runs (`context::current_task`).
+        let me = unsafe { crate::runtime::context::current_task_ptr().as_ref() };
+        if let Some(t) = me {
+            set_task_wait_reason_at(t, task::wait_kind::JOIN, self.task.id, std::panic::Location::caller());
+        }
         let r = unsafe { self.packet.wait() };
-        set_wait_reason(task::wait_kind::NONE, 0);
+        if let Some(t) = me {
+            clear_task_wait_reason(t);
+        }
         r
     }
 
@@ -161,6 +182,80 @@ impl<T> JoinHandle<T> {
     pub fn id(&self) -> u64 {
         self.task.id
     }
+
+    /// Cancel the fiber (tokio's `abort`, may's `cancel`, Boost's
+    /// `interrupt`): it is woken at its current suspension point, or stops
+    /// at its next one, and unwinds from there, running its destructors
+    /// once; its [`join`](crate::fiber::join)(JoinHandle::join) then returns an error with
+    /// [`is_cancelled()`](JoinError::is_cancelled). Returns at once (it does
+    /// not wait for the unwind); call it from any fiber or thread, as often
+    /// as you like.
+    ///
+    /// * **Cancellation points**: every wait of this crate (a `sync` lock,
+    ///   condition variable, semaphore, barrier, event, channel send or
+    ///   receive, a join, [`sleep`](crate::fiber::sleep), [`park`](crate::fiber::park), socket `accept`, `read`,
+    ///   `write`, `connect`, [`block_on_future`](crate::fiber::block_on_future), [`spawn_blocking`](crate::fiber::spawn_blocking)'s
+    ///   wait) and [`yield_now`](crate::fiber::yield_now). A fiber that computes without suspending
+    ///   is cancelled when it next suspends; it can poll
+    ///   [`is_cancelled`](crate::fiber::is_cancelled). A fiber cancelled before it first ran never runs
+    ///   its closure. Cancelling a finished fiber does nothing (its result
+    ///   stays).
+    /// * **The unwind** carries the payload [`Cancelled`](crate::fiber::Cancelled); the panic hook
+    ///   does not run (nothing is printed). A `catch_unwind` inside the
+    ///   fiber sees it and should re-raise it; a fiber that swallows it runs
+    ///   on (and unwinds again at its next cancellation point).
+    /// * **A lock held** is released by its guard's destructor during the
+    ///   unwind, as for a panic (no poisoning); the next waiter gets it.
+    /// * **A grant racing the cancellation** (a fiber handed the lock, a
+    ///   permit, a notification or a channel value in the same instant as it
+    ///   is cancelled) is passed on: the lock to the next waiter, the permit
+    ///   back, the notification to the next waiter, the value back to the
+    ///   front of the channel, so nothing is lost and nobody waits for it.
+    /// * **A value in flight**: a `send` that is cancelled while it waits
+    ///   drops the value it was sending (it was not delivered); one that was
+    ///   taken by a receiver in that instant was delivered.
+    /// * **Shielding**: [`shield`](crate::fiber::shield) / [`ShieldGuard`](crate::fiber::ShieldGuard) defer cancellation over
+    ///   a section. A [`scope`](crate::fiber::scope) whose fiber is cancelled cancels its
+    ///   children and waits for them (they borrow its frame) before it
+    ///   unwinds; a stolen [`join`](crate::fiber::join) closure is waited for the same way.
+    /// * **During the unwind** the fiber cannot park (Rust counts panics
+    ///   per thread, and the worker runs other fibers): a destructor that
+    ///   must wait for a lock held by another fiber waits on the thread, as
+    ///   during any panic (`sync` module docs).
+    ///
+    /// ```
+    /// use numafiber::{fiber, sync, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (_tx, rx) = sync::channel::bounded::<u32>(1);
+    ///     let h = fiber::spawn(move || rx.recv()); // parks: nobody sends
+    ///     fiber::yield_now();
+    ///     h.cancel();
+    ///     let e = h.join().unwrap_err();
+    ///     assert!(e.is_cancelled() && !e.is_panic());
+    /// });
+    /// ```
+    pub fn cancel(&self) {
+        crate::runtime::cancel::request_at(&self.task, self.shared);
+    }
+
+    /// An async waiter (`fiber::future::JoinFuture::poll`): register `w`
+    /// unless the fiber is done; returns done (`Packet::register_async`).
+    pub(crate) fn register_async(&self, w: &std::task::Waker) -> bool {
+        self.packet.register_async(w)
+    }
+
+    /// Take the result of a finished fiber (`fiber::future::JoinFuture`).
+    ///
+    /// # Panics
+    /// If the fiber has not finished (`is_finished`): the caller saw it
+    /// done first.
+    pub(crate) fn take_done(self) -> Result<T, JoinError> {
+        assert!(self.packet.is_done(), "take_done on an unfinished fiber");
+        // SAFETY: the handle (consumed) is its packet's one owner, and the
+        // packet is done (checked above).
+        unsafe { self.packet.wait() }
+    }
 }
 
 /// A fiber being destroyed waits for its `fiber::join` job (`probe`: its
@@ -199,28 +294,59 @@ pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
     set_wait_reason(task::wait_kind::NONE, 0);
 }
 
+/// `wait_child`, but return `false` as soon as the calling fiber has a
+/// cancellation request, if `stop_on_cancel` (a scope then cancels its
+/// children and waits again, with `stop_on_cancel` off: `cancel` module
+/// docs, step 5). Call it shielded, or the park unwinds instead.
+pub(crate) fn wait_child_or_cancel(task: &TaskRef, packet: &dyn Completion, stop_on_cancel: bool) -> bool {
+    if packet.is_done() {
+        return true;
+    }
+    reclaim(task);
+    set_wait_reason(task::wait_kind::JOIN, task.id);
+    let done = loop {
+        if stop_on_cancel && crate::runtime::cancel::current_requested() {
+            break false;
+        }
+        if !wait_child_step(task, packet) || packet.is_done() {
+            break true;
+        }
+    };
+    set_wait_reason(task::wait_kind::NONE, 0);
+    done
+}
+
 fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
     while !packet.is_done() {
-        if current_is_cancelling() {
-            let Some(shared) = current_shared_for_drain() else { return };
-            if crate::runtime::destroy(&shared, task) || packet.is_done() {
-                continue;
-            }
-            if shared.draining.load(Acquire) {
-                // Running elsewhere cannot happen during the drain (no
-                // worker is left); do not spin on it either.
-                return;
-            }
-            // `block_on`'s deadlock path destroys fibers while the workers
-            // still run: the child is running or queued there. It borrows
-            // from us, so wait for it to finish or park (then destroy it).
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        }
-        if !packet.register_current() {
-            park();
+        if !wait_child_step(task, packet) {
+            return;
         }
     }
+}
+
+/// One step of waiting for a child: a park (or a step of the drain's
+/// destruction of it). `false`: give up (the drain cannot run it).
+fn wait_child_step(task: &TaskRef, packet: &dyn Completion) -> bool {
+    if current_is_cancelling() {
+        let Some(shared) = current_shared_for_drain() else { return false };
+        if crate::runtime::destroy(&shared, task) || packet.is_done() {
+            return true;
+        }
+        if shared.draining.load(Acquire) {
+            // Running elsewhere cannot happen during the drain (no
+            // worker is left); do not spin on it either.
+            return false;
+        }
+        // `block_on`'s deadlock path destroys fibers while the workers
+        // still run: the child is running or queued there. It borrows
+        // from us, so wait for it to finish or park (then destroy it).
+        std::thread::sleep(Duration::from_millis(1));
+        return true;
+    }
+    if !packet.register_current() {
+        park();
+    }
+    true
 }
 
 /// Make sure the fiber of `task` is finished or destroyed before the

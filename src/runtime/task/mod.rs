@@ -79,6 +79,7 @@
 
 pub(crate) mod job;
 pub(crate) mod join;
+pub(crate) mod locals;
 pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod pool;
@@ -128,6 +129,13 @@ pub(crate) const NOTIFIED: u8 = 0b100;
 /// `QUEUED -> RUNNING` (module docs, "Reclaim").
 pub(crate) const FRESH: u8 = 0b1000;
 
+/// `Task::flags`: the shutdown drain destroys the task.
+pub(crate) const DRAINING: u8 = 0b1;
+/// `Task::flags`: a cancellation was requested (`runtime::cancel`).
+pub(crate) const CANCEL: u8 = 0b10;
+/// `Task::flags`: the `fiber::park` token (`runtime::unpark`).
+pub(crate) const UNPARK: u8 = 0b100;
+
 pub(crate) struct Body {
     /// The user closure until the fiber first runs.
     pub(crate) entry: Option<Entry>,
@@ -152,9 +160,20 @@ pub(crate) struct Task {
     pub(crate) reclaim_by: u64,
     /// Lifecycle and token (module docs); a loom atomic under `cfg(loom)`.
     state: StateCell,
-    /// Set while the shutdown drain destroys this task: the fiber must not
-    /// suspend any more.
-    pub(crate) cancelling: Cell<bool>,
+    /// Requests and marks read on every suspension: `DRAINING` (set by the
+    /// shutdown drain while it destroys this task: the fiber must not
+    /// suspend any more), `CANCEL` (`JoinHandle::cancel`, `runtime::cancel`),
+    /// `UNPARK` (the `fiber::park` token, `runtime::unpark`). Other threads
+    /// only `fetch_or` `CANCEL` and `UNPARK`; the fiber clears `UNPARK`.
+    /// Kept in one byte so a yield reads one flag word for all of them.
+    flags: AtomicU8,
+    /// Depth of the fiber's `fiber::shield` sections (`cancel::ShieldGuard`):
+    /// cancellation points do not unwind while it is above zero. Only the
+    /// fiber touches it.
+    pub(crate) shield: Cell<u16>,
+    /// The fiber's fiber-local values (`locals`): only the fiber touches
+    /// them, or whoever holds the run permission once it ended.
+    pub(crate) locals: locals::LocalSlot,
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
@@ -236,11 +255,16 @@ pub(crate) mod wait_kind {
     pub(crate) const JOIN_SET: u8 = 18;
     /// A blocking `select` (`obj`: its first channel).
     pub(crate) const SELECT: u8 = 19;
+    /// `fiber::park` (woken by a `Fiber::unpark`).
+    pub(crate) const PARK: u8 = 20;
+    /// `fiber::block_on_future`: woken by the future's waker, which an
+    /// outside party (another executor, a reactor) may hold: as `IO`.
+    pub(crate) const FUTURE: u8 = 21;
     /// `fiber::sleep` (the object is the deadline, `runtime::dump::deadline_code`):
     /// a timer is armed, so never part of a deadlock.
-    pub(crate) const SLEEP: u8 = 20;
+    pub(crate) const SLEEP: u8 = 22;
     /// Socket readiness for writing (`IO` is for reading): same as `IO`.
-    pub(crate) const IO_WRITE: u8 = 21;
+    pub(crate) const IO_WRITE: u8 = 23;
 
     /// Human-readable description (`obj` is an address or a fiber id).
     pub(crate) fn describe(kind: u8, obj: u64) -> Option<String> {
@@ -259,10 +283,11 @@ pub(crate) mod wait_kind {
             ONESHOT => format!("oneshot Future wait {obj:#x}"),
             AUTO_EVENT => format!("AutoResetEvent wait {obj:#x}"),
             JOIN_SET => format!("JoinSet::join_next {obj:#x}"),
+            PARK => "fiber::park".to_string(),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
             SELECT => format!("select over channels (first: {obj:#x})"),
-            // IO, BLOCKING: an outside party (a peer, a helper thread)
+            // IO, BLOCKING, FUTURE: an outside party (a peer, a helper thread)
             // wakes the fiber: not a deadlock.
             _ => return None,
         })
@@ -320,7 +345,9 @@ impl NewTask {
             pinned: self.pinned,
             reclaim_by: self.reclaim_by,
             state: StateCell::new(QUEUED | FRESH),
-            cancelling: Cell::new(false),
+            flags: AtomicU8::new(0),
+            shield: Cell::new(0),
+            locals: locals::LocalSlot::new(None),
             stack_lo: AtomicUsize::new(0),
             last_worker: AtomicUsize::new(self.placed),
             wait_kind: AtomicU8::new(wait_kind::NONE),
@@ -352,7 +379,9 @@ impl NewTask {
             pinned,
             reclaim_by,
             state,
-            cancelling,
+            flags,
+            shield,
+            locals,
             stack_lo,
             last_worker,
             wait_kind,
@@ -372,7 +401,13 @@ impl NewTask {
         *pinned = self.pinned;
         *reclaim_by = self.reclaim_by;
         *state = StateCell::new(QUEUED | FRESH);
-        *cancelling = Cell::new(false);
+        *flags = AtomicU8::new(0);
+        *shield = Cell::new(0);
+        // A fiber's values are dropped when it ends (`fiber::local`), or by
+        // the drain right after it destroyed the fiber: a spent task has
+        // none left.
+        debug_assert!(locals.get_mut().is_none());
+        *locals = locals::LocalSlot::new(None);
         *stack_lo = AtomicUsize::new(0);
         *last_worker = AtomicUsize::new(self.placed);
         *wait_kind = AtomicU8::new(self::wait_kind::NONE);
@@ -395,6 +430,35 @@ impl NewTask {
 }
 
 impl Task {
+    /// The flags (`DRAINING`, `CANCEL`, `UNPARK`).
+    #[inline(always)]
+    pub(crate) fn flags_load(&self) -> u8 {
+        self.flags.load(Acquire)
+    }
+
+    /// Set flags; returns the previous ones.
+    #[inline]
+    pub(crate) fn flags_or(&self, f: u8) -> u8 {
+        self.flags.fetch_or(f, AcqRel)
+    }
+
+    /// Clear flags.
+    #[inline]
+    pub(crate) fn flags_and(&self, f: u8) {
+        self.flags.fetch_and(f, AcqRel);
+    }
+
+    /// Being destroyed by the shutdown drain.
+    #[inline(always)]
+    pub(crate) fn is_cancelling(&self) -> bool {
+        self.flags.load(Relaxed) & DRAINING != 0
+    }
+
+    /// The drain starts destroying the task (it holds the run permission).
+    pub(crate) fn set_cancelling(&self) {
+        self.flags.fetch_or(DRAINING, Relaxed);
+    }
+
     /// The generation a timer armed now for this task's timed wait records.
     #[inline]
     pub(crate) fn timer_gen(&self) -> u64 {

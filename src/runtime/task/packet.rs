@@ -169,7 +169,9 @@ use crate::runtime::error::JoinError;
 use crate::runtime::task::Task;
 use crate::runtime::shared::Shared;
 use crate::runtime::context;
+use crate::runtime::cancel::Cancelled;
 use crate::runtime::park::Waiter;
+use crate::runtime::task::locals::end_of_fiber;
 
 /// Lifecycle bits of `Packet::state` (module docs).
 const DONE: usize = 1;
@@ -621,7 +623,29 @@ impl<T> Completion for Packet<T> {
         if self.is_done() {
             return true;
         }
-        let w = Waiter::current();
+        self.register_more(Waiter::current())
+    }
+    fn unjoined_panic(&self) -> bool {
+        let s = self.state.load(Acquire);
+        s & PANICKED != 0 && s & TAKEN == 0
+    }
+}
+
+impl<T> Packet<T> {
+    /// An async waiter (`JoinFuture::poll`): register `w` in the list of
+    /// other waiters unless done; returns done. A later poll with another
+    /// waker adds that one too; the earlier one is woken spuriously, which
+    /// wakers allow.
+    pub(crate) fn register_async(&self, w: &std::task::Waker) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        self.register_more(Waiter::Async(w.clone()))
+    }
+
+    /// Push `w` to the list of other waiters (module docs); returns done
+    /// (then `w` is not left behind).
+    fn register_more(&self, w: Waiter) -> bool {
         let mut g = self.lock_more();
         let pushed = !g.iter().any(|x| x.same(&w));
         if pushed {
@@ -636,10 +660,6 @@ impl<T> Completion for Packet<T> {
             return true;
         }
         false
-    }
-    fn unjoined_panic(&self) -> bool {
-        let s = self.state.load(Acquire);
-        s & PANICKED != 0 && s & TAKEN == 0
     }
 }
 
@@ -754,7 +774,32 @@ where
     fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
-        let r = catch_unwind(AssertUnwindSafe(f));
+        let task = context::current_task();
+        let r = if task.is_some_and(|t| t.flags_load() & crate::runtime::task::CANCEL != 0) {
+            // Cancelled before it first ran: the closure never runs
+            // (`cancel` module docs, step 4).
+            catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(Cancelled) as Box<dyn std::any::Any + Send>))
+        } else {
+            catch_unwind(AssertUnwindSafe(f))
+        };
+        let r = match task {
+            // The fiber's locals go before its result is published
+            // (`locals`, rule 3); a destructor's panic is the fiber's panic
+            // unless it already failed. A fiber the drain destroys has them
+            // dropped by the drain.
+            Some(t) if !t.is_cancelling() => match (r, end_of_fiber(t)) {
+                (Ok(v), Err(p)) => {
+                    drop_on_fiber(v);
+                    Err(p)
+                }
+                (r, Err(p)) => {
+                    drop_on_fiber(p);
+                    r
+                }
+                (r, Ok(())) => r,
+            },
+            _ => r,
+        };
         if r.is_ok() || !crate::runtime::context::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
             // right after its join sees this fiber as completed.
@@ -769,7 +814,12 @@ where
                     self.cancel_now();
                     std::panic::resume_unwind(p);
                 }
-                Err(JoinError::panicked(p))
+                if p.is::<Cancelled>() {
+                    drop_on_fiber(p);
+                    Err(JoinError::cancelled_by_handle())
+                } else {
+                    Err(JoinError::panicked(p))
+                }
             }
         };
         // SAFETY: this fiber is its packet's one completer (`new_main`),

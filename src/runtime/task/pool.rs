@@ -318,7 +318,7 @@ mod tests {
         crate::runtime::context::set_task_wait_reason(&old, crate::runtime::task::wait_kind::JOIN, 5);
         old.timed_wait_over();
         old.stack_lo.store(4096, Relaxed);
-        old.cancelling.set(true);
+        old.set_cancelling();
         old.set_last_worker(3);
         let addr = Arc::as_ptr(&old);
         assert!(pool.recycle(old, &spill));
@@ -331,7 +331,7 @@ mod tests {
         assert_eq!(t.last_worker(), 1);
         assert_eq!(t.reclaim_by, 0);
         assert!(t.is_fresh() && !t.is_surplus(), "QUEUED | FRESH");
-        assert!(!t.cancelling.get());
+        assert!(!t.is_cancelling());
         assert_eq!(t.stack_lo.load(Relaxed), 0);
         assert_eq!(t.wait_kind.load(Relaxed), crate::runtime::task::wait_kind::NONE);
         assert_eq!(t.wait_obj.load(Relaxed), 0);
