@@ -362,6 +362,7 @@ pub fn when_any<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
 /// ]));
 /// assert_eq!((i, v), (1, "fast"));
 /// ```
+#[track_caller]
 pub fn when_any_cancel_rest<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
     when_any_then(handles, |hs| {
         for h in hs {
@@ -372,6 +373,7 @@ pub fn when_any_cancel_rest<T>(handles: Vec<JoinHandle<T>>) -> (usize, T) {
 
 /// `when_any`, calling `losers` on the handles once the wait is over
 /// (returning, re-raising a panic, or unwinding).
+#[track_caller]
 fn when_any_then<T>(handles: Vec<JoinHandle<T>>, losers: impl Fn(&[JoinHandle<T>])) -> (usize, T) {
     struct Losers<'a, T, F: Fn(&[JoinHandle<T>])>(&'a [JoinHandle<T>], F);
     impl<T, F: Fn(&[JoinHandle<T>])> Drop for Losers<'_, T, F> {

@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 
 use crossbeam_deque::Worker as Deque;
 
-use super::{context, dump, finish_handed_off_shutdown, monitor, register_fork_handler, AbortOnPanic, Runtime};
+use super::{context, finish_handed_off_shutdown, register_fork_handler, AbortOnPanic, Runtime};
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
 use crate::runtime::error::{BuildError, BuildErrorKind};
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
@@ -41,9 +41,11 @@ pub struct Builder {
     stack_mode: StackMode,
     deadlock_detection: bool,
     strict_deadlock: bool,
-    stall_threshold: Option<std::time::Duration>,
-    on_stall: Option<monitor::StallHook>,
-    dump_signal: Option<i32>,
+    // The stall monitor's and the dump signal's settings (their setters:
+    // `runtime::dump::api`).
+    pub(in crate::runtime) stall_threshold: Option<std::time::Duration>,
+    pub(in crate::runtime) on_stall: Option<crate::runtime::monitor::StallHook>,
+    pub(in crate::runtime) dump_signal: Option<i32>,
 }
 
 impl Default for Builder {
@@ -61,7 +63,7 @@ impl Default for Builder {
             stack_mode: StackMode::Guarded,
             deadlock_detection: true,
             strict_deadlock: false,
-            stall_threshold: Some(monitor::DEFAULT_STALL_THRESHOLD),
+            stall_threshold: Some(crate::runtime::monitor::DEFAULT_STALL_THRESHOLD),
             on_stall: None,
             dump_signal: None,
         }
@@ -219,64 +221,6 @@ impl Builder {
         self
     }
 
-    /// How long a fiber may run without giving control back to its worker
-    /// before the stall monitor reports it (default
-    /// [`DEFAULT_STALL_THRESHOLD`](crate::runtime::DEFAULT_STALL_THRESHOLD),
-    /// 50 ms); `None` turns the monitor off.
-    ///
-    /// The monitor is a thread per runtime that samples each worker's
-    /// switch counter every quarter threshold (nothing is added to the
-    /// switch path) and parks while every worker sleeps. A fiber over the
-    /// threshold is reported once per incident through
-    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
-    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
-    /// [`BuildErrorKind::ZeroStallThreshold`] error at [`build`](Self::build).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let rt = numafiber::Runtime::builder().workers(1).stall_threshold(Some(Duration::from_millis(20))).build()?;
-    /// let quiet = numafiber::Runtime::builder().workers(1).stall_threshold(None).build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn stall_threshold(mut self, threshold: Option<std::time::Duration>) -> Builder {
-        self.stall_threshold = threshold;
-        self
-    }
-
-    /// What the stall monitor does with a
-    /// [`StallReport`](crate::runtime::StallReport) (default: print it to
-    /// stderr). Runs on the monitor thread, once per incident; it may take
-    /// a [`Runtime::dump`] through a [`Handle`](crate::runtime::Handle).
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder()
-    ///     .workers(1)
-    ///     .on_stall(|r| eprintln!("slow fiber {:?} on worker {}", r.fiber_id(), r.worker()))
-    ///     .build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn on_stall(mut self, hook: impl Fn(&monitor::StallReport) + Send + Sync + 'static) -> Builder {
-        self.on_stall = Some(monitor::StallHook(Arc::new(hook)));
-        self
-    }
-
-    /// Print a dump of this runtime to stderr whenever the process gets
-    /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
-    /// then every fiber. The handler only writes a byte to a pipe; a
-    /// helper thread takes and prints the dump. Installing the handler
-    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
-    /// dump). A signal that cannot be caught is a
-    /// [`BuildErrorKind::Signal`] error at [`build`](Self::build).
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
-    /// # Ok::<(), numafiber::BuildError>(())
-    /// ```
-    pub fn dump_on_signal(mut self, signal: i32) -> Builder {
-        self.dump_signal = Some(signal);
-        self
-    }
-
     /// Start the workers.
     ///
     /// # Errors
@@ -303,17 +247,7 @@ impl Builder {
         if self.name.contains('\0') {
             return Err(BuildError::new(BuildErrorKind::InvalidName(self.name.clone())));
         }
-        if self.stall_threshold == Some(std::time::Duration::ZERO) {
-            return Err(BuildError::new(BuildErrorKind::ZeroStallThreshold));
-        }
-        if let Some(sig) = self.dump_signal {
-            if !(1..=64).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                return Err(BuildError::new(BuildErrorKind::Signal {
-                    signal: sig,
-                    reason: "not a signal a handler can catch".into(),
-                }));
-            }
-        }
+        self.check_insight()?;
         match crate::runtime::task::stack::check_size(self.stack_size, self.stack_mode) {
             Ok(()) => {}
             Err(crate::runtime::task::stack::SizeError::TooSmall { minimum }) => {
@@ -478,23 +412,7 @@ impl Builder {
             return Err(BuildError::new(kind));
         }
         crate::runtime::deadlock::register_runtime(&rt.shared);
-        let _ = rt.shared.insight.name.set(self.name.clone());
-        if let Some(sig) = self.dump_signal {
-            if let Err(e) = dump::signal::watch(&rt.shared, sig) {
-                drop(rt);
-                return Err(BuildError::new(BuildErrorKind::Signal { signal: sig, reason: e.to_string() }));
-            }
-        }
-        if let Some(threshold) = self.stall_threshold {
-            // The coarse clock runs from now on (fibers' ages).
-            rt.shared.insight.tick();
-            let hook = self.on_stall.clone().unwrap_or_else(monitor::StallHook::stderr);
-            if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
-                drop(rt);
-                return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
-            }
-        }
-        Ok(rt)
+        Builder::start_insight(rt, &self.name, self.dump_signal, self.stall_threshold, self.on_stall.clone())
     }
 }
 

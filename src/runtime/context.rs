@@ -197,6 +197,14 @@ pub(crate) fn set_task_wait_reason_at(t: &Task, kind: u8, obj: u64, site: &'stat
     t.wait_kind.store(kind, Relaxed);
 }
 
+/// The wait of `t` (the caller's own task) is over: clear its reason
+/// (the site stays: it is read only while a reason is set).
+#[inline]
+pub(crate) fn clear_task_wait_reason(t: &Task) {
+    t.wait_obj.store(0, Relaxed);
+    t.wait_kind.store(crate::runtime::task::wait_kind::NONE, Relaxed);
+}
+
 /// The running fiber may not suspend: it is being destroyed, or it is
 /// unwinding a panic (the panic count is per thread, so another fiber
 /// resumed on this thread would see it).

@@ -272,35 +272,6 @@ impl Runtime {
         Handle { shared: self.shared.clone() }
     }
 
-    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
-    /// see [`Dump`] for how to read it and what is a snapshot.
-    ///
-    /// ```
-    /// use numafiber::{fiber, Runtime};
-    /// let rt = Runtime::builder().workers(1).build().unwrap();
-    /// let d = rt.block_on(|| {
-    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
-    ///     fiber::yield_now(); // let it start and park
-    ///     let d = Runtime::dump_current();
-    ///     h.join().unwrap();
-    ///     d
-    /// });
-    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
-    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
-    /// ```
-    pub fn dump(&self) -> Dump {
-        dump::capture(&self.shared)
-    }
-
-    /// [`Runtime::dump`] of the runtime running the calling fiber
-    /// (`Handle::current().dump()`).
-    ///
-    /// # Panics
-    /// Outside a fiber.
-    pub fn dump_current() -> Dump {
-        Handle::current().dump()
-    }
-
     /// A snapshot of the runtime's counters.
     ///
     /// ```
@@ -572,20 +543,6 @@ impl Handle {
     /// ```
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
-    }
-
-    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
-    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
-    /// fibers still registered and no running ones.
-    ///
-    /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
-    /// let h = rt.handle();
-    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
-    /// assert_eq!(d.workers().count(), 1);
-    /// ```
-    pub fn dump(&self) -> Dump {
-        dump::capture(&self.shared)
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

@@ -64,6 +64,7 @@ impl Waiters {
     /// until notified or `deadline`. `true` when it timed out. The caller
     /// locks again afterwards. `obj` names the condvar in the deadlock
     /// report.
+    #[track_caller]
     pub(crate) fn wait(&self, obj: &impl Sized, unlock: impl FnOnce(), deadline: Option<Instant>) -> bool {
         // Queue first, then unlock: a notify after our unlock finds us.
         let (id, node) = {
@@ -252,6 +253,7 @@ impl Condvar {
     /// });
     /// assert!(timed_out);
     /// ```
+    #[track_caller]
     pub fn wait_until<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -276,6 +278,7 @@ impl Condvar {
     /// let (g, r) = cv.wait_while_until(m.lock(), deadline, |n| *n == 0);
     /// assert!(r.timed_out() && *g == 0);
     /// ```
+    #[track_caller]
     pub fn wait_while_until<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -308,6 +311,7 @@ impl Condvar {
         self.wait_while_deadline(guard, Instant::now().checked_add(dur), condition)
     }
 
+    #[track_caller]
     fn wait_while_deadline<'a, T: ?Sized>(
         &self,
         mut guard: MutexGuard<'a, T>,

@@ -190,6 +190,7 @@ pub(super) enum Ready {
 impl<T> Inner<T> {
     /// Park until the promise completed (the state is no longer `Empty`),
     /// the deadline passed, or the caller cannot suspend. Takes nothing.
+    #[track_caller]
     pub(super) fn wait_ready(&self, deadline: Option<Instant>) -> Ready {
         loop {
             let (id, node) = {

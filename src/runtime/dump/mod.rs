@@ -64,6 +64,7 @@
 //! a lock, so these are counted per worker (the queue lengths) and in the
 //! first line, not listed.
 
+mod api;
 mod grouped;
 mod memory;
 pub(crate) mod running;
@@ -201,16 +202,16 @@ pub enum WaitKind {
     Select,
     /// `fiber::sleep` ([`Wait::until`] is the deadline).
     Sleep,
+    /// `fiber::park`, until a `Fiber::unpark`.
+    Park,
+    /// `fiber::block_on_future`, until the future's waker is called.
+    Future,
     /// A socket (`numafiber::net`): readiness for reading.
     SocketRead,
     /// A socket: readiness for writing.
     SocketWrite,
     /// `spawn_blocking` / `block_in_place`: a helper thread runs the call.
     Blocking,
-    /// `fiber::park` / `park_timeout` (woken by `Fiber::unpark`).
-    Park,
-    /// `fiber::block_on_future`: the future's waker wakes it.
-    Future,
     /// Something this version of the dump does not name.
     Other,
 }
@@ -238,11 +239,11 @@ impl WaitKind {
             w::CHAN_SEND => WaitKind::ChannelSend,
             w::SELECT => WaitKind::Select,
             w::SLEEP => WaitKind::Sleep,
+            w::PARK => WaitKind::Park,
+            w::FUTURE => WaitKind::Future,
             w::IO => WaitKind::SocketRead,
             w::IO_WRITE => WaitKind::SocketWrite,
             w::BLOCKING => WaitKind::Blocking,
-            w::PARK => WaitKind::Park,
-            w::FUTURE => WaitKind::Future,
             _ => WaitKind::Other,
         })
     }
@@ -268,11 +269,11 @@ impl WaitKind {
             WaitKind::ChannelSend => "channel send",
             WaitKind::Select => "select",
             WaitKind::Sleep => "sleep",
+            WaitKind::Park => "fiber::park",
+            WaitKind::Future => "future",
             WaitKind::SocketRead => "socket read",
             WaitKind::SocketWrite => "socket write",
             WaitKind::Blocking => "blocking call",
-            WaitKind::Park => "fiber::park",
-            WaitKind::Future => "future",
             WaitKind::Other => "wait",
         }
     }

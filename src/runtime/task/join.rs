@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::context::{current_is_cancelling, set_wait_reason};
+use crate::runtime::context::{clear_task_wait_reason, current_is_cancelling, set_task_wait_reason_at, set_wait_reason};
 use crate::runtime::error::JoinError;
 use crate::runtime::park::park;
 use crate::runtime::shared::Shared;
@@ -112,9 +112,18 @@ impl<T> JoinHandle<T> {
             return unsafe { self.packet.wait() };
         }
         reclaim(&self.task);
-        set_wait_reason(task::wait_kind::JOIN, self.task.id);
+        // One TLS read for both reasons: our own task is the same on
+        // whichever worker the wait resumes.
+        // SAFETY: a non-null CURRENT is the running fiber's task, alive
+        // while that fiber runs (`context::current_task`).
+        let me = unsafe { crate::runtime::context::current_task_ptr().as_ref() };
+        if let Some(t) = me {
+            set_task_wait_reason_at(t, task::wait_kind::JOIN, self.task.id, std::panic::Location::caller());
+        }
         let r = unsafe { self.packet.wait() };
-        set_wait_reason(task::wait_kind::NONE, 0);
+        if let Some(t) = me {
+            clear_task_wait_reason(t);
+        }
         r
     }
 

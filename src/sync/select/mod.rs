@@ -436,6 +436,7 @@ impl<'s, 'a> Round<'s, 'a> {
     /// Register every arm and park until claimed, the deadline, a close,
     /// or the caller cannot suspend. `Some(i)`: arm `i` was granted and its
     /// outcome is stored; `None`: the round was aborted (try again).
+    #[track_caller]
     fn wait(mut self, deadline: Option<Instant>) -> Option<usize> {
         let mut ready_now = false;
         for i in 0..self.arms.len() {

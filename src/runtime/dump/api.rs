@@ -1,0 +1,164 @@
+//! The public calls of dumps and the stall monitor: the `Builder`
+//! settings, `Runtime::dump` and `Handle::dump` (kept here, beside what
+//! they start and read).
+
+use std::sync::Arc;
+
+use super::Dump;
+use crate::runtime::error::{BuildError, BuildErrorKind};
+use crate::runtime::monitor::{self, StallReport};
+use crate::runtime::{Builder, Handle, Runtime};
+
+impl Builder {
+    /// How long a fiber may run without giving control back to its worker
+    /// before the stall monitor reports it (default
+    /// [`DEFAULT_STALL_THRESHOLD`](crate::runtime::DEFAULT_STALL_THRESHOLD),
+    /// 50 ms); `None` turns the monitor off.
+    ///
+    /// The monitor is a thread per runtime that samples each worker's
+    /// switch counter every quarter threshold (nothing is added to the
+    /// switch path) and parks while every worker sleeps. A fiber over the
+    /// threshold is reported once per incident through
+    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
+    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
+    /// [`BuildErrorKind::ZeroStallThreshold`](crate::BuildErrorKind::ZeroStallThreshold)
+    /// error at [`build`](Self::build).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = numafiber::Runtime::builder().workers(1).stall_threshold(Some(Duration::from_millis(20))).build()?;
+    /// let quiet = numafiber::Runtime::builder().workers(1).stall_threshold(None).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Option<std::time::Duration>) -> Builder {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// What the stall monitor does with a [`StallReport`] (default: print
+    /// it to stderr). Runs on the monitor thread, once per incident; it may
+    /// take a [`Runtime::dump`] through a [`Handle`].
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder()
+    ///     .workers(1)
+    ///     .on_stall(|r| eprintln!("slow fiber {:?} on worker {}", r.fiber_id(), r.worker()))
+    ///     .build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Builder {
+        self.on_stall = Some(monitor::StallHook(Arc::new(hook)));
+        self
+    }
+
+    /// Print a dump of this runtime to stderr whenever the process gets
+    /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
+    /// then every fiber. The handler only writes a byte to a pipe; a
+    /// helper thread takes and prints the dump. Installing the handler
+    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
+    /// dump). A signal that cannot be caught is a
+    /// [`BuildErrorKind::Signal`](crate::BuildErrorKind::Signal) error at [`build`](Self::build).
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Builder {
+        self.dump_signal = Some(signal);
+        self
+    }
+
+    /// Bad monitor or signal settings (at `build`, before any thread).
+    pub(in crate::runtime) fn check_insight(&self) -> Result<(), BuildError> {
+        if self.stall_threshold == Some(std::time::Duration::ZERO) {
+            return Err(BuildError::new(BuildErrorKind::ZeroStallThreshold));
+        }
+        if let Some(sig) = self.dump_signal {
+            if !(1..=64).contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                return Err(BuildError::new(BuildErrorKind::Signal {
+                    signal: sig,
+                    reason: "not a signal a handler can catch".into(),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The last step of `build`: the signal watcher and the stall monitor
+    /// of the started runtime `rt` (dropped, so shut down, on an error),
+    /// with the builder's settings.
+    pub(in crate::runtime) fn start_insight(
+        rt: Runtime,
+        name: &str,
+        dump_signal: Option<i32>,
+        stall_threshold: Option<std::time::Duration>,
+        on_stall: Option<monitor::StallHook>,
+    ) -> Result<Runtime, BuildError> {
+        let _ = rt.shared.insight.name.set(name.to_owned());
+        if let Some(sig) = dump_signal {
+            if let Err(e) = super::signal::watch(&rt.shared, sig) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::Signal { signal: sig, reason: e.to_string() }));
+            }
+        }
+        if let Some(threshold) = stall_threshold {
+            // The coarse clock runs from now on (fibers' ages).
+            rt.shared.insight.tick();
+            let hook = on_stall.unwrap_or_else(monitor::StallHook::stderr);
+            if let Err(e) = monitor::start(&rt.shared, threshold, hook) {
+                drop(rt);
+                return Err(BuildError::new(BuildErrorKind::ThreadSpawn(e.to_string())));
+            }
+        }
+        Ok(rt)
+    }
+}
+
+impl Runtime {
+    /// A [`Dump`] of every fiber and worker, taken while the runtime runs:
+    /// see [`Dump`] for how to read it and what is a snapshot.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let d = rt.block_on(|| {
+    ///     let h = fiber::Builder::new().name("napper").spawn(|| fiber::sleep(std::time::Duration::from_millis(50))).unwrap();
+    ///     fiber::yield_now(); // let it start and park
+    ///     let d = Runtime::dump_current();
+    ///     h.join().unwrap();
+    ///     d
+    /// });
+    /// let napper = d.fibers().find(|f| f.name() == Some("napper")).unwrap();
+    /// assert_eq!(napper.wait().unwrap().kind(), numafiber::runtime::WaitKind::Sleep);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        super::capture(&self.shared)
+    }
+
+    /// [`Runtime::dump`] of the runtime running the calling fiber
+    /// (`Handle::current().dump()`).
+    ///
+    /// # Panics
+    /// Outside a fiber.
+    pub fn dump_current() -> Dump {
+        Handle::current().dump()
+    }
+
+}
+
+impl Handle {
+    /// A [`Dump`] of every fiber and worker of the runtime, taken while it
+    /// runs (how to read it: [`Dump`]). After shutdown the dump lists the
+    /// fibers still registered and no running ones.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
+    /// let h = rt.handle();
+    /// let d = std::thread::spawn(move || h.dump()).join().unwrap();
+    /// assert_eq!(d.workers().count(), 1);
+    /// ```
+    pub fn dump(&self) -> Dump {
+        super::capture(&self.shared)
+    }
+
+}
