@@ -993,7 +993,7 @@ fn latch_cancel_vs_wait() {
 }
 
 // ---------------------------------------------------------------------
-// Reactor: the driver hand-off (src/runtime/io/README.md)
+// Reactor: the driver hand-off (src/runtime/README.md, "The I/O driver")
 // ---------------------------------------------------------------------
 
 use numafiber::__loom::ReactorSet;

@@ -1,5 +1,5 @@
 //! The driver hand-off: which idle worker sleeps in `epoll_wait`, and how a
-//! waker reaches it. The protocol is in `README.md` beside this file; this
+//! waker reaches it. The protocol is in `../README.md`, "The I/O driver"; this
 //! is its whole synchronisation, on the loom facade, so that the models in
 //! `tests/loom.rs` run this code (with a stand-in for `mio::Poll`).
 
@@ -109,7 +109,8 @@ pub(crate) trait Backend {
 /// The park step of an idle worker (`Idle::sleep`'s `park`): drive the
 /// reactor if `use_reactor` and the gate is free, else sleep on the futex.
 /// Returns whether to go on waiting, as `Idle::sleep` expects. See
-/// `README.md` for why neither a wake-up nor readiness is lost.
+/// `runtime/README.md`, "The I/O driver", for why neither a wake-up nor
+/// readiness is lost.
 pub(crate) fn park_step(gate: &Gate, flag: &PollFlag, me: &Sleeper, use_reactor: bool, b: &impl Backend) -> bool {
     if use_reactor && gate.try_enter() {
         let polled = flag.begin_poll(me);

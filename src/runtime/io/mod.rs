@@ -8,8 +8,8 @@
 //! futexes. A busy worker also polls without blocking every
 //! [`BUSY_POLL_TICKS`] loop iterations while fibers wait on sockets. The
 //! hand-off protocol (who drives, how a waker reaches a worker in
-//! `epoll_wait`, why no readiness and no wake-up is lost) is in `README.md`
-//! beside this file; its synchronisation is in [`driver`].
+//! `epoll_wait`, why no readiness and no wake-up is lost) is in
+//! `../README.md`, "The I/O driver"; its synchronisation is in [`driver`].
 //!
 //! Readiness per socket ([`ScheduledIo`]): a sequence number per direction
 //! and the fibers waiting for it, under one small mutex. An I/O call reads

@@ -1,6 +1,6 @@
 //! The worker loop: own deque -> yield queue -> inboxes -> steal -> park.
 //!
-//! See `README.md` in this directory for the parking and shutdown protocol.
+//! See `../README.md` (the protocol book) for the parking and shutdown protocol.
 
 pub(crate) mod idle;
 pub(crate) mod wake_slot;
@@ -903,7 +903,7 @@ impl WorkerLocal {
 
     /// Sleep until work may be there (protocol in `runtime::idle` and
     /// `runtime::shared`): on the thread's futex, or in the reactor's
-    /// `epoll_wait` if this worker is the driver (`runtime/io/README.md`);
+    /// `epoll_wait` if this worker is the driver (`runtime/README.md`, "The I/O driver");
     /// either way no longer than the next timer.
     fn park_idle(&self) {
         let shared = &self.shared;

@@ -1,7 +1,7 @@
 //! The wake slot: one fiber per worker that was just made runnable on that
 //! worker (woken by, or spawned from, the fiber it runs), to be run by the
 //! worker as soon as its current fiber gives control back (Go's `runnext`,
-//! tokio's LIFO slot). The protocol is in `README.md` beside this file.
+//! tokio's LIFO slot). The protocol is in `../README.md`, "The wake slot".
 //!
 //! The slot holds one `Arc<T>` (a `TaskRef` in the runtime) as a raw
 //! pointer. Only the owning worker thread [`put`](WakeSlot::put)s; the owner

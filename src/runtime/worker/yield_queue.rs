@@ -1,5 +1,5 @@
 //! The worker's private yield queue: a FIFO ring of fibers that yielded
-//! and stay `RUNNING` (see `README.md`, "Where a runnable fiber can be").
+//! and stay `RUNNING` (see `../README.md`, "Where a runnable fiber can be").
 //!
 //! It is on the path of every `yield_now`, so it is a plain power-of-two
 //! ring without a `RefCell` borrow flag, and a yield that takes the next
