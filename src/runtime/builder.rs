@@ -125,7 +125,7 @@ impl Builder {
     /// is not this machine mapped onto fewer allowed CPUs than workers:
     /// [`BuildErrorKind::SharedPu`]), would be pinned outside the process
     /// CPU affinity ([`BuildErrorKind::CpuNotAllowed`]), or cannot be pinned
-    /// (default false: best effort, reported in [`Stats`]).
+    /// (default false: best effort, reported in [`Stats`](crate::Stats)).
     pub fn strict_pinning(mut self, strict: bool) -> Builder {
         self.strict_pinning = strict;
         self
