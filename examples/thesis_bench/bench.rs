@@ -478,7 +478,15 @@ pub fn units_bound(slow: &[bool], singles: usize, heavies: usize, heavy_units: u
 }
 
 pub fn build_runtime(topology: &Topology, v: &Variant, workers: Option<usize>) -> Result<Runtime, String> {
-    let mut b = Runtime::builder().topology(topology.clone()).policy(v.policy).policy_options(v.opts);
+    // The benchmark's fibers are compute units that run for tens of
+    // milliseconds by design, and the policies are measured as the thesis
+    // defines them: no stall monitor (its reports and its hand-over of a
+    // held worker's queue to idle workers would change what is measured).
+    let mut b = Runtime::builder()
+        .topology(topology.clone())
+        .policy(v.policy)
+        .policy_options(v.opts)
+        .stall_threshold(None);
     if let Some(w) = workers {
         b = b.workers(w);
     }
