@@ -58,7 +58,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
 use numafiber::__loom::{
-    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, HandoffWaiter, IdleSet, JoinPacket, SelectModel,
+    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel,
     SelectWaiter, SlotModel, SpinLockModel,
 };
 
@@ -1306,4 +1306,5 @@ fn scope_wait_vs_join_in_task() {
 }
 
 // Cancellation against a grant (`runtime::cancel`, step 3): `loom/cancel.rs`.
+#[path = "loom/cancel.rs"]
 mod cancel;
