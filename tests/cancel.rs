@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{settle, Tally};
+
 use numafiber::fiber::{self, JoinHandle, JoinSet};
 use numafiber::sync::{self, AutoResetEvent, Barrier, Condvar, Event, Mutex, RwLock, Semaphore, WaitGroup};
 use numafiber::Runtime;
@@ -30,21 +33,6 @@ fn rt1() -> Runtime {
         }));
     });
     Runtime::builder().workers(1).build().unwrap()
-}
-
-/// Let the other fibers of a one-worker runtime run until they park.
-fn settle() {
-    for _ in 0..20 {
-        fiber::yield_now();
-    }
-}
-
-/// Counts its drops.
-struct Tally(Arc<AtomicUsize>);
-impl Drop for Tally {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
 }
 
 fn tally() -> (Arc<AtomicUsize>, impl FnOnce() -> Tally) {

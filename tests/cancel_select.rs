@@ -9,27 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{settle, Tally};
+
 use numafiber::fiber::{self, JoinHandle};
 use numafiber::sync::{self, channel, Condvar, Mutex};
 use numafiber::{select, Runtime};
 
 fn rt1() -> Runtime {
     Runtime::builder().workers(1).build().unwrap()
-}
-
-/// Let the other fibers of a one-worker runtime run until they park.
-fn settle() {
-    for _ in 0..20 {
-        fiber::yield_now();
-    }
-}
-
-/// Counts its drops.
-struct Tally(Arc<AtomicUsize>);
-impl Drop for Tally {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
 }
 
 /// Far enough that no deadline of these tests passes while they run, near

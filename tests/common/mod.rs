@@ -62,3 +62,18 @@ pub fn occupy_worker1(rt: &Runtime, release: &Arc<AtomicBool>) -> fiber::JoinHan
     }
     h
 }
+
+/// Let the other fibers of a one-worker runtime run until they park.
+pub fn settle() {
+    for _ in 0..20 {
+        fiber::yield_now();
+    }
+}
+
+/// Counts its drops (a victim's destructor runs exactly once).
+pub struct Tally(pub Arc<std::sync::atomic::AtomicUsize>);
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
