@@ -89,7 +89,7 @@ pub(crate) fn current_workers() -> Option<usize> {
 }
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle as ThreadHandle;
@@ -367,7 +367,11 @@ impl Builder {
                 first_on.insert(s.cpu, worker);
             }
         }
-        let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
+        // Two queues per worker (run order: `worker/README.md`): the LIFO
+        // deque for spawned fibers and fork-join work (depth first), the
+        // FIFO ready queue for fibers made runnable again (wake order).
+        let deques: Vec<(Deque<Runnable>, Deque<Runnable>)> =
+            (0..nworkers).map(|_| (Deque::new_lifo(), Deque::new_fifo())).collect();
         // Thieves exist only with two workers or more and a stealing policy
         // (`WorkerLocal::steal`); otherwise the wake slots are private.
         let slots_stealable = nworkers >= 2 && self.policy.steals();
@@ -385,7 +389,9 @@ impl Builder {
             .map(|(i, d)| WorkerShared {
                 index: i,
                 slot: slots[i],
-                stealer: d.stealer(),
+                stealer: d.0.stealer(),
+                ready_stealer: d.1.stealer(),
+                batched: AtomicUsize::new(0),
                 wake_slot: crate::runtime::worker::wake_slot::WakeSlot::new(slots_stealable),
                 held: crate::runtime::worker::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
@@ -500,7 +506,7 @@ pub fn max_workers(topology: &Topology) -> usize {
 fn worker_main(
     i: usize,
     shared: Arc<Shared>,
-    deque: Deque<Runnable>,
+    deque: (Deque<Runnable>, Deque<Runnable>),
     pin: bool,
     tx: Option<mpsc::Sender<(usize, Result<(), String>)>>,
 ) {
@@ -517,7 +523,7 @@ fn worker_main(
     }
     let altstack = crate::runtime::task::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
-    let local = WorkerLocal::new(i, shared.clone(), deque);
+    let local = WorkerLocal::new(i, shared.clone(), deque.0, deque.1);
     context::set_worker(&local);
     local.run();
     context::set_worker(std::ptr::null());

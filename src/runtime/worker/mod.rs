@@ -31,6 +31,11 @@ use crate::runtime::shared::{Counters, Shared, WorkerShared};
 /// served before the own deque, so a fiber that keeps spawning cannot starve
 /// fibers woken from other threads or yielded ones.
 const FAIRNESS_TICKS: u32 = 61;
+/// The wake slot is taken before the other queues at most this many times
+/// in a row (tokio's LIFO-slot limit): then the deque, the ready queue and
+/// the inboxes get a turn, so fibers that keep waking each other cannot
+/// starve the ones readied meanwhile ("Run order", `README.md`).
+const SLOT_STREAK_MAX: u32 = 3;
 /// Surplus inbox entries the fairness pass drops before it takes one that
 /// may run (`pop_inbox_skipping_surplus`).
 const SURPLUS_SKIP: usize = 256;
@@ -130,7 +135,21 @@ pub(crate) struct WorkerLocal {
     /// changes threads, and it writes the running fiber around each resume
     /// without an accessor call.
     current: Cell<*const Cell<*const Task>>,
+    /// LIFO for the owner: spawned fibers (in spawn batches, see
+    /// `flush_spawned`), fork-join jobs and work-first parents.
     pub(crate) deque: Deque<Runnable>,
+    /// FIFO: fibers made runnable again on this worker (woken by I/O,
+    /// timers, sync wake-ups, finished children) that did not fit in the
+    /// wake slot, and fibers taken in batches from the inbox.
+    pub(crate) ready: Deque<Runnable>,
+    /// Children the running fiber spawned here while the wake slot was
+    /// occupied, in spawn order: pushed onto the deque when the fiber
+    /// gives control back (`flush_spawned`).
+    spawned: RefCell<Vec<TaskRef>>,
+    /// `spawned` is not empty (one private load per resume).
+    has_spawned: Cell<bool>,
+    /// Wake-slot entries run in a row (`SLOT_STREAK_MAX`).
+    slot_streak: Cell<u32>,
     yielded: YieldQueue,
     /// `shared.stack_mode == StackMode::Slab`: check the stack canary after
     /// each resume.
@@ -185,7 +204,7 @@ pub(crate) struct WorkerLocal {
 }
 
 impl WorkerLocal {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>) -> WorkerLocal {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>, ready: Deque<Runnable>) -> WorkerLocal {
         let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
         // Bind stack memory to the worker's node when the topology is this
         // machine's and has several nodes.
@@ -204,6 +223,10 @@ impl WorkerLocal {
             current: Cell::new(std::ptr::null()),
             shared,
             deque,
+            ready,
+            spawned: RefCell::new(Vec::new()),
+            has_spawned: Cell::new(false),
+            slot_streak: Cell::new(0),
             yielded: YieldQueue::new(),
             slab_stacks,
             can_share,
@@ -289,6 +312,48 @@ impl WorkerLocal {
         }
     }
 
+    /// Fibers in the deque and the ready queue (owner's view, no fence).
+    #[inline]
+    pub(crate) fn queued_len(&self) -> usize {
+        self.deque.len() + self.ready.len() + self.me().batched.load(Relaxed)
+    }
+
+    /// A child spawned here while the wake slot was occupied
+    /// (`Shared::push_spawned`): kept in spawn order until the running
+    /// fiber gives control back.
+    #[inline]
+    pub(crate) fn batch_spawned(&self, task: TaskRef) {
+        let me = self.me();
+        let n = {
+            let mut b = self.spawned.borrow_mut();
+            b.push(task);
+            b.len()
+        };
+        self.has_spawned.set(true);
+        // Counted in the queue length others see (placement, the deadlock
+        // detector) although thieves cannot take it yet.
+        me.batched.store(n, Relaxed);
+        me.note_own_push(self);
+    }
+
+    /// The running fiber gave control back: its spawn batch goes onto the
+    /// deque, last spawned first, so the owner pops the children in spawn
+    /// order, before anything queued there earlier (the spawner's own
+    /// siblings: depth first), and thieves take the oldest entries.
+    #[inline(never)]
+    fn flush_spawned(&self) {
+        self.has_spawned.set(false);
+        let mut batch = std::mem::take(&mut *self.spawned.borrow_mut());
+        while let Some(t) = batch.pop() {
+            self.deque.push(Runnable::Task(t));
+        }
+        self.me().batched.store(0, Relaxed);
+        // Give the allocation back for the next batch.
+        *self.spawned.borrow_mut() = batch;
+        self.me().note_own_push(self);
+        self.shared.notify_idle();
+    }
+
     /// Work-first spawn: run `task` right after the current fiber suspends.
     pub(crate) fn set_run_next(&self, task: TaskRef) {
         let prev = self.run_next.borrow_mut().replace(task);
@@ -368,16 +433,48 @@ impl WorkerLocal {
             if let Some(r) = self.pop_inbox_skipping_surplus() {
                 return Some(Next::Queued(r));
             }
+            if let Some(r) = self.ready.pop() {
+                self.slot_streak.set(0);
+                return Some(Next::Queued(r));
+            }
             if let Some(t) = self.yielded.pop_front() {
                 return Some(Next::Owned(t));
             }
         }
+        // The wake slot first, but not more than `SLOT_STREAK_MAX` times
+        // in a row while other queues hold work.
+        let streak = self.slot_streak.get();
+        if streak < SLOT_STREAK_MAX {
+            if let Some(t) = me.wake_slot.take() {
+                self.slot_streak.set(streak + 1);
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+        }
+        if let Some(r) = self.next_queued(me) {
+            self.slot_streak.set(0);
+            return Some(r);
+        }
         if let Some(t) = me.wake_slot.take() {
+            self.slot_streak.set(1);
             return Some(Next::Queued(Runnable::Task(t)));
         }
+        let t = self.yielded.pop_front();
+        t.map(Next::Owned)
+    }
+
+    /// `next_local`'s queues after the wake slot: the deque (spawned and
+    /// fork-join work, depth first), the ready queue (wake order), the
+    /// pinned inbox, the inbox.
+    #[inline]
+    fn next_queued(&self, me: &WorkerShared) -> Option<Next> {
         // `is_empty` is two inlined loads; `pop` is a call.
         if !self.deque.is_empty() {
             if let Some(t) = self.deque.pop() {
+                return Some(Next::Queued(t));
+            }
+        }
+        if !self.ready.is_empty() {
+            if let Some(t) = self.ready.pop() {
                 return Some(Next::Queued(t));
             }
         }
@@ -387,14 +484,14 @@ impl WorkerLocal {
             }
         }
         // The inbox before the yield queue: a fiber woken from another
-        // thread has waited longer than one that just yielded.
+        // thread has waited longer than one that just yielded. A batch
+        // goes to the ready queue, in inbox order.
         if !me.inbox.is_empty() {
-            if let Some(t) = me.inbox.steal_batch_and_pop(&self.deque).success() {
+            if let Some(t) = me.inbox.steal_batch_and_pop(&self.ready).success() {
                 return Some(Next::Queued(t));
             }
         }
-        let t = self.yielded.pop_front();
-        t.map(Next::Owned)
+        None
     }
 
     /// The fairness pass's inbox entry: the first one that may still run,
@@ -496,7 +593,7 @@ impl WorkerLocal {
     fn steal(&self) -> Option<Runnable> {
         let shared = &self.shared;
         // Own queues empty: the placement probe's estimate is exact.
-        self.me().publish_len(&self.deque);
+        self.me().publish_len(self);
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
         }
@@ -593,27 +690,33 @@ impl WorkerLocal {
     /// Steal a chunk from worker `v`'s deque, else from its inbox.
     fn steal_from(&self, v: usize) -> Option<(Runnable, usize)> {
         let vs = &self.shared.workers[v];
-        let before = self.deque.len();
-        for _ in 0..4 {
-            let len = vs.stealer.len();
-            if len == 0 {
-                break;
-            }
-            let limit = self.shared.chunk.limit(len).max(1);
-            match vs.stealer.steal_batch_with_limit_and_pop(&self.deque, limit) {
-                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
-                Steal::Empty => break,
-                Steal::Retry => continue,
+        // The victim's deque into ours (LIFO), its ready queue and its
+        // inbox into our ready queue (FIFO: their order is kept).
+        let queues = [(&vs.stealer, &self.deque), (&vs.ready_stealer, &self.ready)];
+        for (stealer, dest) in queues {
+            let before = dest.len();
+            for _ in 0..4 {
+                let len = stealer.len();
+                if len == 0 {
+                    break;
+                }
+                let limit = self.shared.chunk.limit(len).max(1);
+                match stealer.steal_batch_with_limit_and_pop(dest, limit) {
+                    Steal::Success(t) => return Some((t, 1 + dest.len() - before)),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
             }
         }
+        let before = self.ready.len();
         for _ in 0..4 {
             let len = vs.inbox.len();
             if len == 0 {
                 break;
             }
             let limit = self.shared.chunk.limit(len).max(1);
-            match vs.inbox.steal_batch_with_limit_and_pop(&self.deque, limit) {
-                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
+            match vs.inbox.steal_batch_with_limit_and_pop(&self.ready, limit) {
+                Steal::Success(t) => return Some((t, 1 + self.ready.len() - before)),
                 Steal::Empty => break,
                 Steal::Retry => continue,
             }
@@ -677,7 +780,7 @@ impl WorkerLocal {
     /// through `run` (see `next_after_yield`).
     fn run_task(&self, mut task: TaskRef, owned: bool) {
         // The placement probe's estimate (`runtime::shared::PublishedLen`).
-        self.me().publish_len(&self.deque);
+        self.me().publish_len(self);
         if !owned {
             if !task.transition_to_running() {
                 // A surplus entry (a reclaimed child's other entry, see
@@ -746,6 +849,11 @@ impl WorkerLocal {
                 self.holding.set(false);
                 shared.release_held(self.index);
             }
+            // Children spawned while the wake slot was occupied go onto
+            // the deque now, in spawn order ("Run order", `README.md`).
+            if self.has_spawned.get() {
+                self.flush_spawned();
+            }
             if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {
                 crate::runtime::task::overflow::report_canary(&task);
             }
@@ -800,8 +908,9 @@ impl WorkerLocal {
                         // waker takes it over (`fiber::task`, step 5).
                         std::mem::forget(task);
                     } else {
-                        // A wake-up raced with the suspension: run it again.
-                        self.deque.push(Runnable::Task(task));
+                        // A wake-up raced with the suspension: run it again,
+                        // behind the fibers readied before it.
+                        self.ready.push(Runnable::Task(task));
                     }
                     return;
                 }
@@ -849,6 +958,7 @@ impl WorkerLocal {
             || self.starved_len.get() != 0
             || me.wake_slot.is_occupied()
             || !self.deque.is_empty()
+            || !self.ready.is_empty()
             || !me.pinned_inbox.is_empty()
             || !me.inbox.is_empty()
             || self.shared.shutdown.load(Acquire)
@@ -965,7 +1075,7 @@ impl WorkerLocal {
     #[inline]
     fn has_other_work(&self) -> bool {
         let me = self.me();
-        if !self.deque.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
+        if !self.deque.is_empty() || !self.ready.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
             return true;
         }
         let streak = self.yield_streak.get() + 1;
@@ -993,6 +1103,7 @@ impl WorkerLocal {
         let shared = &self.shared;
         let me = self.me();
         if !self.deque.is_empty()
+            || !self.ready.is_empty()
             || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
@@ -1019,6 +1130,13 @@ impl WorkerLocal {
         while let Some(t) = self.deque.pop() {
             me.inbox.push(t);
         }
+        while let Some(t) = self.ready.pop() {
+            me.inbox.push(t);
+        }
+        for t in self.spawned.borrow_mut().drain(..) {
+            me.inbox.push(Runnable::Task(t));
+        }
+        me.batched.store(0, Relaxed);
         while let Some(t) = self.yielded.pop_front() {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
