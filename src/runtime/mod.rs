@@ -401,7 +401,7 @@ impl Builder {
                 tid: AtomicI32::new(0),
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
-                timers: Default::default(),
+                timers: crate::runtime::worker::timers::WorkerTimers::new(),
                 poll_flag: crate::runtime::io::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
                 published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
@@ -1216,7 +1216,7 @@ impl Stats {
                     stacks_mapped: c.stacks_mapped.load(Relaxed),
                     reclaimed: c.reclaimed.load(Relaxed),
                     tasks_reused: c.tasks_reused.load(Relaxed),
-                    pending_timers: w.timers.load(Relaxed),
+                    pending_timers: w.timers.len(),
                 }
             })
             .collect();

@@ -116,9 +116,9 @@ pub(crate) struct WorkerShared {
     pub(crate) tid: AtomicI32,
     pub(crate) pinned_ok: AtomicBool,
     pub(crate) counters: Counters,
-    /// Timers armed on this worker and not fired yet (deadlock detector:
-    /// a pending timer may still wake a fiber). Written by the worker only.
-    pub(crate) timers: AtomicUsize,
+    /// Timers armed on this worker: fired by the worker between fibers,
+    /// or by an idle worker when overdue (`worker::timers`).
+    pub(crate) timers: crate::runtime::worker::timers::WorkerTimers,
     /// Set while the worker blocks in the reactor's poll (`reactor::driver`).
     pub(crate) poll_flag: PollFlag,
     /// The reactor this worker has driven (so `unpark` can reach its waker).

@@ -3,12 +3,12 @@
 //! See `README.md` in this directory for the parking and shutdown protocol.
 
 pub(crate) mod idle;
+pub(crate) mod timers;
 pub(crate) mod wake_slot;
 mod yield_queue;
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use yield_queue::YieldQueue;
 use std::sync::atomic::Ordering::*;
@@ -84,42 +84,6 @@ enum Next {
     Owned(TaskRef),
 }
 
-/// A timer entry: wake `task` at `deadline`.
-pub(crate) struct Timer {
-    pub(crate) deadline: Instant,
-    pub(crate) seq: u64,
-    /// `task.timer_gen()` when armed: the timer is live while they match.
-    pub(crate) gen: u64,
-    pub(crate) task: TaskRef,
-}
-
-impl Timer {
-    /// The timed wait it was armed for is still going on.
-    fn is_live(&self) -> bool {
-        self.task.timer_gen() == self.gen
-    }
-}
-
-/// The timer heap is compacted (stale timers dropped) when it reaches
-/// twice its size after the last compaction, and never below this.
-const TIMER_COMPACT_MIN: usize = 64;
-impl PartialEq for Timer {
-    fn eq(&self, o: &Self) -> bool {
-        (self.deadline, self.seq) == (o.deadline, o.seq)
-    }
-}
-impl Eq for Timer {}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Timer {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.deadline, self.seq).cmp(&(o.deadline, o.seq))
-    }
-}
-
 /// The thread-owned part of a worker. Lives on the worker thread's stack
 /// for the whole loop; fibers running on this thread reach it through
 /// `context::worker_ptr`, and only through shared references (all mutation is
@@ -167,13 +131,6 @@ pub(crate) struct WorkerLocal {
     starved: RefCell<VecDeque<TaskRef>>,
     /// `starved.len()`, read on the hot path without a borrow.
     starved_len: Cell<usize>,
-    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
-    /// `timers.len()`, read between fibers without a borrow: the heap is
-    /// looked at only while a timer is armed.
-    timer_count: Cell<usize>,
-    timer_seq: Cell<u64>,
-    /// Heap size at which `add_timer` next drops stale timers.
-    timer_compact_at: Cell<usize>,
     thief: RefCell<ThiefState>,
     tick: Cell<u32>,
     /// Status last told to the policy (busy running fibers, or idle).
@@ -234,10 +191,6 @@ impl WorkerLocal {
             tasks: TaskPool::new(),
             starved: RefCell::new(VecDeque::new()),
             starved_len: Cell::new(0),
-            timers: RefCell::new(BinaryHeap::new()),
-            timer_count: Cell::new(0),
-            timer_seq: Cell::new(0),
-            timer_compact_at: Cell::new(TIMER_COMPACT_MIN),
             thief: RefCell::new(thief),
             tick: Cell::new(0),
             busy: Cell::new(false),
@@ -266,41 +219,9 @@ impl WorkerLocal {
         &self.me().counters
     }
 
-    /// Arm a timer that wakes `task` at `deadline`.
-    ///
-    /// The timer belongs to the task's current timed wait: once the fiber
-    /// calls `Task::timed_wait_over` it is stale. Stale timers wake nobody
-    /// and are dropped when the heap reaches twice its size after the last
-    /// compaction, so the heap stays within about twice the live timers
-    /// however many waits end early (O(1) amortized per timer).
+    /// Arm a timer that wakes `task` at `deadline` (`timers::WorkerTimers::add`).
     pub(crate) fn add_timer(&self, deadline: Instant, task: TaskRef) {
-        let seq = self.timer_seq.get();
-        self.timer_seq.set(seq + 1);
-        let gen = task.timer_gen();
-        let stale = {
-            let mut heap = self.timers.borrow_mut();
-            heap.push(Reverse(Timer { deadline, seq, gen, task }));
-            if heap.len() >= self.timer_compact_at.get() {
-                let (live, stale): (Vec<_>, Vec<_>) =
-                    std::mem::take(&mut *heap).into_vec().into_iter().partition(|Reverse(t)| t.is_live());
-                *heap = BinaryHeap::from(live);
-                self.timer_compact_at.set(heap.len().saturating_mul(2).max(TIMER_COMPACT_MIN));
-                stale
-            } else {
-                Vec::new()
-            }
-        };
-        // Outside the heap's borrow: the last reference to a finished task
-        // may go here.
-        drop(stale);
-        self.publish_timer_count();
-    }
-
-    /// Publish the number of pending timers (deadlock detector).
-    fn publish_timer_count(&self) {
-        let n = self.timers.borrow().len();
-        self.timer_count.set(n);
-        self.me().timers.store(n, Relaxed);
+        self.me().timers.add(deadline, task);
     }
 
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an
@@ -395,6 +316,9 @@ impl WorkerLocal {
             }
             if let Some(r) = self.steal() {
                 self.run_runnable(r);
+                continue;
+            }
+            if self.can_share && self.fire_others_timers(Instant::now()) {
                 continue;
             }
             self.park_idle();
@@ -556,33 +480,28 @@ impl WorkerLocal {
 
     #[inline]
     fn fire_timers(&self) {
-        if self.timer_count.get() != 0 {
-            self.fire_due_timers();
+        if self.me().timers.any() {
+            self.me().timers.fire_due(&self.shared, Instant::now(), false);
         }
-    }
-
-    fn fire_due_timers(&self) {
-        let now = Instant::now();
-        loop {
-            let due = {
-                let mut heap = self.timers.borrow_mut();
-                match heap.peek() {
-                    Some(Reverse(t)) if t.deadline <= now => heap.pop().map(|Reverse(t)| t),
-                    _ => None,
-                }
-            };
-            match due {
-                // A stale timer (its wait ended otherwise) wakes nobody.
-                Some(t) if t.is_live() => self.shared.wake(t.task),
-                Some(t) => drop(t),
-                None => break,
-            }
-        }
-        self.publish_timer_count();
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.timers.borrow().peek().map(|Reverse(t)| t.deadline)
+        self.me().timers.next_deadline()
+    }
+
+    /// Fire the timers of other workers that are overdue by
+    /// `timers::STEAL_GRACE`: their owner runs a fiber that does not give
+    /// control back ("Timers any worker can fire", `README.md`). The
+    /// fibers woken come to this worker. Returns whether any was woken.
+    fn fire_others_timers(&self, now: Instant) -> bool {
+        let shared = &self.shared;
+        let mut woken = 0;
+        for (i, w) in shared.workers.iter().enumerate() {
+            if i != self.index && w.timers.overdue(now, timers::STEAL_GRACE) {
+                woken += w.timers.fire_due(shared, now, true);
+            }
+        }
+        woken != 0
     }
 
     /// Look for work elsewhere: steal passes over the policy's victims,
@@ -628,6 +547,10 @@ impl WorkerLocal {
             // leave it for `INBOX_GRACE` (protocol: `runtime/README.md`).
             let me = self.me();
             if !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
+                break None;
+            }
+            // Another worker's overdue timers: the fibers come here.
+            if self.fire_others_timers(now) {
                 break None;
             }
             match me.inbox.len() {
@@ -954,7 +877,7 @@ impl WorkerLocal {
         let io_tick = self.io_tick.get() + 1;
         if io_tick >= crate::runtime::io::BUSY_POLL_TICKS
             || self.has_resume_after()
-            || self.timer_count.get() != 0
+            || me.timers.any()
             || self.starved_len.get() != 0
             || me.wake_slot.is_occupied()
             || !self.deque.is_empty()
@@ -1159,8 +1082,7 @@ impl WorkerLocal {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
         }
-        self.timers.borrow_mut().clear();
-        self.publish_timer_count();
+        me.timers.clear();
         let stacks = self.stacks.borrow();
         me.counters.stacks_mapped.store(stacks.mapped, Relaxed);
     }
