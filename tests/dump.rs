@@ -349,12 +349,10 @@ fn a_dump_shows_the_held_worker() {
 /// Boost.Fiber's pattern: a child spins on `try_lock` (which never
 /// yields) while its parent, holding the lock, sleeps. On 2 workers it
 /// must complete through the monitor alone: the spinner holds one worker,
-/// the monitor wakes the other, which must then fire the parent's timer.
-/// When the child runs on the worker whose heap holds that timer, the
-/// timer fires only once timers of a held worker can fire on another
-/// worker (not yet: a worker's timer heap is its own).
+/// the monitor wakes the other, which must then fire the parent's timer,
+/// also when that timer sits in the held worker's heap (an idle worker
+/// fires another worker's overdue timers).
 #[test]
-#[ignore = "needs a held worker's timers to fire on another worker"]
 fn spin_on_try_lock_completes_on_two_workers() {
     let rt = Runtime::builder()
         .workers(2)

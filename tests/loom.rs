@@ -129,10 +129,6 @@ unsafe impl Sync for SlotItem {}
 unsafe impl Send for SlotItem {}
 
 impl SlotItem {
-    /// A displaced entry moves to the deque stand-in, which carries no
-    /// payload: the model drops the `Arc` here (the deque pop counts it).
-    fn run_pending_on_deque(&self) {}
-
     /// Whoever runs the item writes its body.
     fn run(&self) {
         self.body.with_mut(|b| {
@@ -211,25 +207,52 @@ impl Rt {
     }
 
     /// `Shared::push_local` on worker `me`: the new fiber goes to the wake
-    /// slot; a displaced entry goes to the deque (here: it is run by
-    /// whoever pops the deque stand-in, so its body is written now, by the
-    /// permission holder, before the push publishes it) and only then
-    /// `notify_idle` (no fence).
+    /// slot if it is empty (the slot keeps its first entry), else to the
+    /// owner's FIFO ready queue (a Chase-Lev queue like the deque: the
+    /// deque stand-in stands for both; it is run by whoever pops it) and
+    /// only then `notify_idle` (no fence). A lone slot entry wakes a
+    /// sleeper only if nobody watches.
     fn push_slot(&self, me: usize) {
+        let q = &self.queues[me];
+        if q.slot.is_occupied() {
+            q.deque.push();
+            self.idle.notify_idle(self.steals);
+            return;
+        }
         let item = Arc::new(SlotItem { body: UnsafeCell::new(0) });
         // The spawner initialises the body before publishing it.
         item.body.with_mut(|b| {
             // SAFETY: not published yet: ours alone.
             unsafe { *b = 0 }
         });
-        // As `Shared::push_local`: a displaced entry goes to the deque and
-        // wakes a sleeper; a lone one wakes one only if nobody watches.
-        if let Some(prev) = self.queues[me].slot.put(item) {
-            prev.run_pending_on_deque();
-            self.queues[me].deque.push();
+        // Only the owner puts: a slot seen empty is still empty here.
+        let prev = q.slot.put(item);
+        assert!(prev.is_none(), "the owner's slot filled up between its check and its put");
+        self.idle.notify_unwatched(self.steals);
+    }
+
+    /// `Shared::push_spawned` on worker `me` for `n` children, then the
+    /// fiber gives control back (`WorkerLocal::flush_spawned`): the first
+    /// child goes to an empty slot (and wakes a sleeper with
+    /// `notify_idle`), the others wait in the private spawn batch; the
+    /// flush pushes them onto the deque and calls `notify_idle` once.
+    fn push_spawned_then_give_back(&self, me: usize, n: usize) {
+        let q = &self.queues[me];
+        let mut batch = 0;
+        for _ in 0..n {
+            if q.slot.is_occupied() {
+                batch += 1;
+                continue;
+            }
+            let item = Arc::new(SlotItem { body: UnsafeCell::new(0) });
+            assert!(q.slot.put(item).is_none(), "the owner's slot filled up between its check and its put");
             self.idle.notify_idle(self.steals);
-        } else {
-            self.idle.notify_unwatched(self.steals);
+        }
+        if batch != 0 {
+            for _ in 0..batch {
+                q.deque.push();
+            }
+            self.idle.notify_idle(self.steals);
         }
     }
 
@@ -397,8 +420,8 @@ fn park_vs_spawn_no_steal() {
 
 /// Worker 0's fiber makes two fibers runnable on worker 0
 /// (`Shared::push_local`): the first goes to the wake slot and wakes
-/// nobody, the second displaces it to the deque and calls `notify_idle`
-/// (no fence). Worker 1 runs out of work, searches (and may take the slot
+/// nobody, the second finds the slot occupied, goes to the ready queue
+/// and calls `notify_idle` (no fence). Worker 1 runs out of work, searches (and may take the slot
 /// entry itself: the model drops the grace period, so thieves may steal at
 /// any moment) and sleeps. Both fibers must run exactly once (each slot
 /// entry's body is a loom cell: two runners, or a runner without a
@@ -411,6 +434,19 @@ fn wake_slot_put_take_steal() {
         run_with_fiber_on_worker0(Rt::with_slots(2, true, 2), |rt| {
             rt.push_slot(0);
             rt.push_slot(0);
+        });
+    });
+}
+
+/// A spawner on worker 0 spawns three children (the first into the wake
+/// slot, two into the spawn batch) and gives control back (the batch goes
+/// onto the deque) while worker 1 searches and sleeps: all three run once,
+/// no wake-up is lost.
+#[test]
+fn spawn_batch_flush() {
+    check("spawn_batch_flush (2 workers, stealing)", Some(3), || {
+        run_with_fiber_on_worker0(Rt::with_slots(2, true, 3), |rt| {
+            rt.push_spawned_then_give_back(0, 3);
         });
     });
 }

@@ -1,7 +1,7 @@
 //! [`Builder`]: check the settings, place the workers, build the shared
 //! state, start the worker threads.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 use std::sync::{mpsc, Arc, OnceLock};
 
 use crossbeam_deque::Worker as Deque;
@@ -14,6 +14,9 @@ use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::runtime::worker::WorkerLocal;
 use crate::topology::{self, Topology, WorkerSlot};
+
+/// A worker's own queue ends: its LIFO deque and its FIFO ready queue.
+type WorkerQueues = (Deque<Runnable>, Deque<Runnable>);
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -232,7 +235,11 @@ impl Builder {
         let topology = self.topology.take();
         let (topology, slots, strict) = self.plan(topology)?;
         let nworkers = slots.len();
-        let deques: Vec<Deque<Runnable>> = (0..nworkers).map(|_| Deque::new_lifo()).collect();
+        // Two queues per worker (run order: `runtime/README.md`): the LIFO
+        // deque for spawned fibers and fork-join work (depth first), the
+        // FIFO ready queue for fibers made runnable again (wake order).
+        let deques: Vec<WorkerQueues> =
+            (0..nworkers).map(|_| (Deque::new_lifo(), Deque::new_fifo())).collect();
         let shared = self.make_shared(topology, &slots, &deques);
         self.start(shared, deques, &slots, strict)
     }
@@ -301,7 +308,7 @@ impl Builder {
 
     /// The state every worker shares: one entry per worker (its stealer,
     /// wake slots, inboxes, counters) and the policy's scheduler.
-    fn make_shared(&self, topology: Topology, slots: &[WorkerSlot], deques: &[Deque<Runnable>]) -> Arc<Shared> {
+    fn make_shared(&self, topology: Topology, slots: &[WorkerSlot], deques: &[WorkerQueues]) -> Arc<Shared> {
         let nworkers = slots.len();
         // Thieves exist only with two workers or more and a stealing policy
         // (`WorkerLocal::steal`); otherwise the wake slots are private.
@@ -320,7 +327,9 @@ impl Builder {
             .map(|(i, d)| WorkerShared {
                 index: i,
                 slot: slots[i],
-                stealer: d.stealer(),
+                stealer: d.0.stealer(),
+                ready_stealer: d.1.stealer(),
+                batched: AtomicUsize::new(0),
                 wake_slot: crate::runtime::worker::wake_slot::WakeSlot::new(slots_stealable),
                 held: crate::runtime::worker::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
@@ -330,7 +339,7 @@ impl Builder {
                 tid: AtomicI32::new(0),
                 pinned_ok: AtomicBool::new(false),
                 counters: Counters::default(),
-                timers: Default::default(),
+                timers: crate::runtime::worker::timers::WorkerTimers::new(),
                 poll_flag: crate::runtime::io::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
                 published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
@@ -354,7 +363,7 @@ impl Builder {
     fn start(
         self,
         shared: Arc<Shared>,
-        deques: Vec<Deque<Runnable>>,
+        deques: Vec<WorkerQueues>,
         slots: &[WorkerSlot],
         strict: bool,
     ) -> Result<Runtime, BuildError> {
@@ -441,7 +450,7 @@ pub fn max_workers(topology: &Topology) -> usize {
 fn worker_main(
     i: usize,
     shared: Arc<Shared>,
-    deque: Deque<Runnable>,
+    deque: WorkerQueues,
     pin: bool,
     tx: Option<mpsc::Sender<(usize, Result<(), String>)>>,
 ) {
@@ -458,7 +467,7 @@ fn worker_main(
     }
     let altstack = crate::runtime::task::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
-    let local = WorkerLocal::new(i, shared.clone(), deque);
+    let local = WorkerLocal::new(i, shared.clone(), deque.0, deque.1);
     context::set_worker(&local);
     local.run();
     context::set_worker(std::ptr::null());

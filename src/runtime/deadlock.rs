@@ -306,7 +306,7 @@ fn quiescent(shared: &Shared) -> Option<u64> {
     }
     let mut progress = 0u64;
     for w in shared.workers.iter() {
-        if !w.sleeper.is_sleeping() || w.queue_len() != 0 || w.timers.load(SeqCst) != 0 {
+        if !w.sleeper.is_sleeping() || w.queue_len() != 0 || w.timers.len() != 0 {
             return None;
         }
         progress = progress.wrapping_add(w.counters.resumes.load(Relaxed)).wrapping_add(w.counters.parks.load(Relaxed));

@@ -46,6 +46,7 @@ use crate::runtime::io::driver::PollFlag;
 use crate::runtime::io::Reactor;
 use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 use crate::runtime::worker::wake_slot::WakeSlot;
+use crate::runtime::worker::WorkerLocal;
 use crate::topology::{Topology, WorkerSlot};
 use crate::runtime::context;
 
@@ -91,6 +92,12 @@ pub(crate) struct WorkerShared {
     pub(crate) index: usize,
     pub(crate) slot: WorkerSlot,
     pub(crate) stealer: Stealer<Runnable>,
+    /// The thieves' end of the worker's FIFO ready queue
+    /// (`WorkerLocal::ready`).
+    pub(crate) ready_stealer: Stealer<Runnable>,
+    /// Children in the owner's private spawn batch (`WorkerLocal::spawned`),
+    /// counted in the queue length (written by the owner only).
+    pub(crate) batched: AtomicUsize,
     /// Fibers placed here by other threads, and fibers woken by them.
     pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
@@ -109,9 +116,9 @@ pub(crate) struct WorkerShared {
     pub(crate) tid: AtomicI32,
     pub(crate) pinned_ok: AtomicBool,
     pub(crate) counters: Counters,
-    /// Timers armed on this worker and not fired yet (deadlock detector:
-    /// a pending timer may still wake a fiber). Written by the worker only.
-    pub(crate) timers: AtomicUsize,
+    /// Timers armed on this worker: fired by the worker between fibers,
+    /// or by an idle worker when overdue (`worker::timers`).
+    pub(crate) timers: crate::runtime::worker::timers::WorkerTimers,
     /// Set while the worker blocks in the reactor's poll (`reactor::driver`).
     pub(crate) poll_flag: PollFlag,
     /// The reactor this worker has driven (so `unpark` can reach its waker).
@@ -223,6 +230,8 @@ impl WorkerShared {
     /// deadlock detector, explicit-node spawns).
     pub(crate) fn queue_len(&self) -> usize {
         self.stealer.len()
+            + self.ready_stealer.len()
+            + self.batched.load(Relaxed)
             + self.inbox.len()
             + self.pinned_inbox.len()
             + usize::from(self.wake_slot.is_occupied())
@@ -239,26 +248,26 @@ impl WorkerShared {
         self.published_len.get() + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
     }
 
-    /// Owner only: this worker's deque plus wake-slot entry, read without
-    /// a fence (the owner's own `Worker::len`).
+    /// Owner only: this worker's deque and ready queue plus wake-slot
+    /// entry, read without a fence (the owner's own `Worker::len`).
     #[inline]
-    pub(crate) fn own_deque_and_slot(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
-        deque.len() + usize::from(self.wake_slot.is_occupied())
+    pub(crate) fn own_deque_and_slot(&self, w: &WorkerLocal) -> usize {
+        w.queued_len() + usize::from(self.wake_slot.is_occupied())
     }
 
     /// Owner only: the exact queue length (see [`SpawnerProbe`]).
     #[inline]
-    pub(crate) fn own_queue_len(&self, deque: &crossbeam_deque::Worker<Runnable>) -> usize {
-        self.own_deque_and_slot(deque) + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
+    pub(crate) fn own_queue_len(&self, w: &WorkerLocal) -> usize {
+        self.own_deque_and_slot(w) + injector_len(&self.inbox) + injector_len(&self.pinned_inbox)
     }
 
     /// Owner only, right after a push into its own wake slot (which is
     /// occupied now) and maybe deque: publish when the queue has grown
     /// `PUBLISH_SLACK` past the published length ([`PublishedLen`], rule 2).
     #[inline]
-    pub(crate) fn note_own_push(&self, deque: &crossbeam_deque::Worker<Runnable>) {
+    pub(crate) fn note_own_push(&self, w: &WorkerLocal) {
         if self.published_len.enabled() {
-            let t = deque.len() + 1;
+            let t = w.queued_len() + 1;
             if t >= self.published_len.get() + PUBLISH_SLACK {
                 self.published_len.publish(t);
             }
@@ -268,14 +277,14 @@ impl WorkerShared {
     /// Owner only: publish the exact deque plus wake-slot length
     /// ([`PublishedLen`], rule 1).
     #[inline]
-    pub(crate) fn publish_len(&self, deque: &crossbeam_deque::Worker<Runnable>) {
+    pub(crate) fn publish_len(&self, w: &WorkerLocal) {
         if self.published_len.enabled() {
-            self.published_len.publish(self.own_deque_and_slot(deque));
+            self.published_len.publish(self.own_deque_and_slot(w));
         }
     }
 
     pub(crate) fn has_stealable_work(&self) -> bool {
-        !self.stealer.is_empty() || !self.inbox.is_empty()
+        !self.stealer.is_empty() || !self.ready_stealer.is_empty() || !self.inbox.is_empty()
     }
 }
 
@@ -402,9 +411,9 @@ impl LoadProbe for Shared {
 pub(crate) struct SpawnerProbe<'a> {
     pub(in crate::runtime) shared: &'a Shared,
     pub(in crate::runtime) me: usize,
-    /// `me`'s deque (looked up when first needed: a spawn onto a node with
-    /// one worker probes nobody).
-    pub(crate) deque: std::cell::Cell<Option<&'a crossbeam_deque::Worker<Runnable>>>,
+    /// `me`'s thread-owned part (looked up when first needed: a spawn onto
+    /// a node with one worker probes nobody).
+    pub(crate) local: std::cell::Cell<Option<&'a WorkerLocal>>,
 }
 
 impl<'a> SpawnerProbe<'a> {
@@ -414,20 +423,20 @@ impl<'a> SpawnerProbe<'a> {
     /// This thread runs worker `me` of `shared` (`local_worker_index`), and
     /// the probe is used before the calling fiber suspends.
     pub(crate) unsafe fn new(shared: &'a Shared, me: usize) -> SpawnerProbe<'a> {
-        SpawnerProbe { shared, me, deque: std::cell::Cell::new(None) }
+        SpawnerProbe { shared, me, local: std::cell::Cell::new(None) }
     }
 
     #[inline]
-    fn own_deque(&self) -> &'a crossbeam_deque::Worker<Runnable> {
-        if let Some(d) = self.deque.get() {
+    fn own_local(&self) -> &'a WorkerLocal {
+        if let Some(d) = self.local.get() {
             return d;
         }
         let w = context::worker_ptr();
         debug_assert!(!w.is_null());
         // SAFETY: `new`'s contract: this thread runs worker `me`, alive
         // (and not suspended away from) while the probe is used.
-        let d = unsafe { &(*w).deque };
-        self.deque.set(Some(d));
+        let d = unsafe { &*w };
+        self.local.set(Some(d));
         d
     }
 }
@@ -436,7 +445,7 @@ impl LoadProbe for SpawnerProbe<'_> {
     #[inline]
     fn queue_len(&self, w: usize) -> usize {
         if w == self.me {
-            self.shared.workers[w].own_queue_len(self.own_deque())
+            self.shared.workers[w].own_queue_len(self.own_local())
         } else {
             self.shared.workers[w].queue_estimate()
         }
@@ -505,7 +514,7 @@ impl Shared {
             // duration of this call (no suspension in between).
             let w = unsafe { &*context::worker_ptr() };
             if me == target {
-                self.push_spawned(me, &w.deque, task);
+                self.push_spawned(me, w, task);
                 return;
             }
             if task.reclaim_by != 0 {
@@ -615,7 +624,7 @@ impl Shared {
             if last != me {
                 self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
             }
-            self.push_local(me, &w.deque, task);
+            self.push_local(me, w, task);
             return;
         }
         // Not the body: the shutdown drain may be destroying it already
@@ -623,53 +632,57 @@ impl Shared {
         self.push_inbox(task.last_worker(), task);
     }
 
-    /// The running fiber of worker `me` made `task` runnable (spawned it
-    /// here, or woke it): put it in `me`'s wake slot, to run as soon as the
-    /// current fiber gives control back. The entry it displaces goes to the
-    /// deque, and then an idle worker is woken: there is more work than
-    /// this worker takes next. A lone entry wakes somebody only if no
-    /// worker searches or watches (`Idle::notify_unwatched`): a woken
-    /// fiber is usually what this worker runs next in a chain of hand-offs,
-    /// and a watching worker takes it if this worker's fiber computes on
-    /// (protocol: `runtime/README.md`); spawns go through
-    /// [`Shared::push_spawned`].
+    /// The running fiber of worker `me` (whose thread-owned part is `w`)
+    /// woke `task`: put it in `me`'s wake slot if the slot is empty, to run
+    /// as soon as the current fiber gives control back; otherwise at the
+    /// back of `w`'s FIFO ready queue, behind the fibers readied before it
+    /// (the slot keeps the first one: fibers woken by one fiber run in wake
+    /// order, "Run order" in `worker/README.md`), and then an idle worker
+    /// is woken: there is more work than this worker takes next. A lone
+    /// entry wakes somebody only if no worker searches or watches
+    /// (`Idle::notify_unwatched`): a woken fiber is usually what this
+    /// worker runs next in a chain of hand-offs, and a watching worker
+    /// takes it if this worker's fiber computes on (protocol:
+    /// `runtime/README.md`); spawns go through [`Shared::push_spawned`].
     #[inline]
-    pub(crate) fn push_local(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
-        if self.put_in_slot(me, deque, task) {
+    pub(crate) fn push_local(&self, me: usize, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[me];
+        // Only the owner puts into its slot, so an empty slot stays empty
+        // until the `put` below (a thief may only empty it further).
+        if !ws.wake_slot.is_occupied() {
+            ws.wake_slot.put(task);
+            ws.note_own_push(w);
+            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
+        } else {
+            w.ready.push(Runnable::Task(task));
+            ws.note_own_push(w);
+            self.notify_idle();
+        }
+    }
+
+    /// A fiber just *spawned* on worker `me` by its running fiber: into the
+    /// wake slot if it is empty, else into `w`'s spawn batch, which goes
+    /// onto the deque when the spawner gives control back
+    /// (`WorkerLocal::flush_spawned`), so siblings start in spawn order
+    /// and a child's own children start before its later siblings (depth
+    /// first). One sleeper is woken (if nobody searches) even when the slot
+    /// was empty. A spawn asks for parallelism, and the spawner often
+    /// computes on before it joins (`spawn(f); g(); join`): the searcher
+    /// takes the entry once it has sat in the slot for `SLOT_GRACE`, while
+    /// spawn + join at once still runs the child here (the searcher leaves
+    /// a fresh entry alone). Without this wake a lone child waited for the
+    /// whole rest of the spawner's slice while the other workers slept
+    /// ("Why a lone spawned entry wakes a sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn push_spawned(&self, me: usize, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[me];
+        if !ws.wake_slot.is_occupied() {
+            ws.wake_slot.put(task);
+            ws.note_own_push(w);
             self.notify_idle();
         } else {
-            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
+            w.batch_spawned(task);
         }
-    }
-
-    /// The queue half of `push_local` / `push_spawned`: `task` into `me`'s
-    /// wake slot, the entry it displaces onto the deque, then the placement
-    /// probe's publication. Returns whether an entry was displaced.
-    #[inline(always)]
-    fn put_in_slot(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) -> bool {
-        let ws = &self.workers[me];
-        let prev = ws.wake_slot.put(task);
-        let displaced = prev.is_some();
-        if let Some(prev) = prev {
-            deque.push(Runnable::Task(prev));
-        }
-        ws.note_own_push(deque);
-        displaced
-    }
-
-    /// [`Shared::push_local`] for a fiber just *spawned* here: one sleeper
-    /// is woken (if nobody searches) even when the slot was empty. A spawn
-    /// asks for parallelism, and the spawner often computes on before it
-    /// joins (`spawn(f); g(); join`): the searcher takes the entry once it
-    /// has sat in the slot for `SLOT_GRACE`, while spawn + join at once
-    /// still runs the child here (the searcher leaves a fresh entry
-    /// alone). Without this wake a lone child waited for the whole rest of
-    /// the spawner's slice while the other workers slept ("Why a lone
-    /// spawned entry wakes a sleeper", `runtime/README.md`).
-    #[inline]
-    pub(crate) fn push_spawned(&self, me: usize, deque: &crossbeam_deque::Worker<Runnable>, task: TaskRef) {
-        self.put_in_slot(me, deque, task);
-        self.notify_idle();
     }
 
     /// Choose the worker for a new fiber of spawner `me` (a worker of this

@@ -162,7 +162,7 @@ impl Stats {
                     stacks_mapped: c.stacks_mapped.load(Relaxed),
                     reclaimed: c.reclaimed.load(Relaxed),
                     tasks_reused: c.tasks_reused.load(Relaxed),
-                    pending_timers: w.timers.load(Relaxed),
+                    pending_timers: w.timers.len(),
                 }
             })
             .collect();

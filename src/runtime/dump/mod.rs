@@ -781,7 +781,7 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             slots,
             inbox,
             pinned,
-            timers: w.timers.load(Relaxed),
+            timers: w.timers.len(),
         });
         if let Some(t) = running {
             fibers.push(fiber_of(shared, &t, FiberState::Running, running_for, now));

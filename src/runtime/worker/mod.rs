@@ -3,12 +3,12 @@
 //! See `../README.md` (the protocol book) for the parking and shutdown protocol.
 
 pub(crate) mod idle;
+pub(crate) mod timers;
 pub(crate) mod wake_slot;
 mod yield_queue;
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use yield_queue::YieldQueue;
 use std::sync::atomic::Ordering::*;
@@ -31,6 +31,11 @@ use crate::runtime::shared::{Counters, Shared, WorkerShared};
 /// served before the own deque, so a fiber that keeps spawning cannot starve
 /// fibers woken from other threads or yielded ones.
 const FAIRNESS_TICKS: u32 = 61;
+/// The wake slot is taken before the other queues at most this many times
+/// in a row (tokio's LIFO-slot limit): then the deque, the ready queue and
+/// the inboxes get a turn, so fibers that keep waking each other cannot
+/// starve the ones readied meanwhile ("Run order", `README.md`).
+const SLOT_STREAK_MAX: u32 = 3;
 /// Surplus inbox entries the fairness pass drops before it takes one that
 /// may run (`pop_inbox_skipping_surplus`).
 const SURPLUS_SKIP: usize = 256;
@@ -79,42 +84,6 @@ enum Next {
     Owned(TaskRef),
 }
 
-/// A timer entry: wake `task` at `deadline`.
-pub(crate) struct Timer {
-    pub(crate) deadline: Instant,
-    pub(crate) seq: u64,
-    /// `task.timer_gen()` when armed: the timer is live while they match.
-    pub(crate) gen: u64,
-    pub(crate) task: TaskRef,
-}
-
-impl Timer {
-    /// The timed wait it was armed for is still going on.
-    fn is_live(&self) -> bool {
-        self.task.timer_gen() == self.gen
-    }
-}
-
-/// The timer heap is compacted (stale timers dropped) when it reaches
-/// twice its size after the last compaction, and never below this.
-const TIMER_COMPACT_MIN: usize = 64;
-impl PartialEq for Timer {
-    fn eq(&self, o: &Self) -> bool {
-        (self.deadline, self.seq) == (o.deadline, o.seq)
-    }
-}
-impl Eq for Timer {}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Timer {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.deadline, self.seq).cmp(&(o.deadline, o.seq))
-    }
-}
-
 /// The thread-owned part of a worker. Lives on the worker thread's stack
 /// for the whole loop; fibers running on this thread reach it through
 /// `context::worker_ptr`, and only through shared references (all mutation is
@@ -130,7 +99,21 @@ pub(crate) struct WorkerLocal {
     /// changes threads, and it writes the running fiber around each resume
     /// without an accessor call.
     current: Cell<*const std::sync::atomic::AtomicPtr<Task>>,
+    /// LIFO for the owner: spawned fibers (in spawn batches, see
+    /// `flush_spawned`), fork-join jobs and work-first parents.
     pub(crate) deque: Deque<Runnable>,
+    /// FIFO: fibers made runnable again on this worker (woken by I/O,
+    /// timers, sync wake-ups, finished children) that did not fit in the
+    /// wake slot, and fibers taken in batches from the inbox.
+    pub(crate) ready: Deque<Runnable>,
+    /// Children the running fiber spawned here while the wake slot was
+    /// occupied, in spawn order: pushed onto the deque when the fiber
+    /// gives control back (`flush_spawned`).
+    spawned: RefCell<Vec<TaskRef>>,
+    /// `spawned` is not empty (one private load per resume).
+    has_spawned: Cell<bool>,
+    /// Wake-slot entries run in a row (`SLOT_STREAK_MAX`).
+    slot_streak: Cell<u32>,
     yielded: YieldQueue,
     /// `shared.stack_mode == StackMode::Slab`: check the stack canary after
     /// each resume.
@@ -148,13 +131,6 @@ pub(crate) struct WorkerLocal {
     starved: RefCell<VecDeque<TaskRef>>,
     /// `starved.len()`, read on the hot path without a borrow.
     starved_len: Cell<usize>,
-    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
-    /// `timers.len()`, read between fibers without a borrow: the heap is
-    /// looked at only while a timer is armed.
-    timer_count: Cell<usize>,
-    timer_seq: Cell<u64>,
-    /// Heap size at which `add_timer` next drops stale timers.
-    timer_compact_at: Cell<usize>,
     thief: RefCell<ThiefState>,
     tick: Cell<u32>,
     /// Status last told to the policy (busy running fibers, or idle).
@@ -185,7 +161,7 @@ pub(crate) struct WorkerLocal {
 }
 
 impl WorkerLocal {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>) -> WorkerLocal {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>, ready: Deque<Runnable>) -> WorkerLocal {
         let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
         // Bind stack memory to the worker's node when the topology is this
         // machine's and has several nodes.
@@ -204,6 +180,10 @@ impl WorkerLocal {
             current: Cell::new(std::ptr::null()),
             shared,
             deque,
+            ready,
+            spawned: RefCell::new(Vec::new()),
+            has_spawned: Cell::new(false),
+            slot_streak: Cell::new(0),
             yielded: YieldQueue::new(),
             slab_stacks,
             can_share,
@@ -211,10 +191,6 @@ impl WorkerLocal {
             tasks: TaskPool::new(),
             starved: RefCell::new(VecDeque::new()),
             starved_len: Cell::new(0),
-            timers: RefCell::new(BinaryHeap::new()),
-            timer_count: Cell::new(0),
-            timer_seq: Cell::new(0),
-            timer_compact_at: Cell::new(TIMER_COMPACT_MIN),
             thief: RefCell::new(thief),
             tick: Cell::new(0),
             busy: Cell::new(false),
@@ -243,41 +219,9 @@ impl WorkerLocal {
         &self.me().counters
     }
 
-    /// Arm a timer that wakes `task` at `deadline`.
-    ///
-    /// The timer belongs to the task's current timed wait: once the fiber
-    /// calls `Task::timed_wait_over` it is stale. Stale timers wake nobody
-    /// and are dropped when the heap reaches twice its size after the last
-    /// compaction, so the heap stays within about twice the live timers
-    /// however many waits end early (O(1) amortized per timer).
+    /// Arm a timer that wakes `task` at `deadline` (`timers::WorkerTimers::add`).
     pub(crate) fn add_timer(&self, deadline: Instant, task: TaskRef) {
-        let seq = self.timer_seq.get();
-        self.timer_seq.set(seq + 1);
-        let gen = task.timer_gen();
-        let stale = {
-            let mut heap = self.timers.borrow_mut();
-            heap.push(Reverse(Timer { deadline, seq, gen, task }));
-            if heap.len() >= self.timer_compact_at.get() {
-                let (live, stale): (Vec<_>, Vec<_>) =
-                    std::mem::take(&mut *heap).into_vec().into_iter().partition(|Reverse(t)| t.is_live());
-                *heap = BinaryHeap::from(live);
-                self.timer_compact_at.set(heap.len().saturating_mul(2).max(TIMER_COMPACT_MIN));
-                stale
-            } else {
-                Vec::new()
-            }
-        };
-        // Outside the heap's borrow: the last reference to a finished task
-        // may go here.
-        drop(stale);
-        self.publish_timer_count();
-    }
-
-    /// Publish the number of pending timers (deadlock detector).
-    fn publish_timer_count(&self) {
-        let n = self.timers.borrow().len();
-        self.timer_count.set(n);
-        self.me().timers.store(n, Relaxed);
+        self.me().timers.add(deadline, task);
     }
 
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an
@@ -287,6 +231,48 @@ impl WorkerLocal {
         if self.can_share {
             self.shared.notify_idle();
         }
+    }
+
+    /// Fibers in the deque and the ready queue (owner's view, no fence).
+    #[inline]
+    pub(crate) fn queued_len(&self) -> usize {
+        self.deque.len() + self.ready.len() + self.me().batched.load(Relaxed)
+    }
+
+    /// A child spawned here while the wake slot was occupied
+    /// (`Shared::push_spawned`): kept in spawn order until the running
+    /// fiber gives control back.
+    #[inline]
+    pub(crate) fn batch_spawned(&self, task: TaskRef) {
+        let me = self.me();
+        let n = {
+            let mut b = self.spawned.borrow_mut();
+            b.push(task);
+            b.len()
+        };
+        self.has_spawned.set(true);
+        // Counted in the queue length others see (placement, the deadlock
+        // detector) although thieves cannot take it yet.
+        me.batched.store(n, Relaxed);
+        me.note_own_push(self);
+    }
+
+    /// The running fiber gave control back: its spawn batch goes onto the
+    /// deque, last spawned first, so the owner pops the children in spawn
+    /// order, before anything queued there earlier (the spawner's own
+    /// siblings: depth first), and thieves take the oldest entries.
+    #[inline(never)]
+    fn flush_spawned(&self) {
+        self.has_spawned.set(false);
+        let mut batch = std::mem::take(&mut *self.spawned.borrow_mut());
+        while let Some(t) = batch.pop() {
+            self.deque.push(Runnable::Task(t));
+        }
+        self.me().batched.store(0, Relaxed);
+        // Give the allocation back for the next batch.
+        *self.spawned.borrow_mut() = batch;
+        self.me().note_own_push(self);
+        self.shared.notify_idle();
     }
 
     /// Work-first spawn: run `task` right after the current fiber suspends.
@@ -335,6 +321,9 @@ impl WorkerLocal {
                 self.run_runnable(r);
                 continue;
             }
+            if self.can_share && self.fire_others_timers(Instant::now()) {
+                continue;
+            }
             self.park_idle();
         }
         self.set_busy(false);
@@ -372,14 +361,47 @@ impl WorkerLocal {
             if let Some(r) = self.pop_inbox_skipping_surplus() {
                 return Some(Next::Queued(r));
             }
+            if let Some(r) = self.deque.pop() {
+                self.slot_streak.set(0);
+                return Some(Next::Queued(r));
+            }
             if let Some(t) = self.yielded.pop_front() {
                 return Some(Next::Owned(t));
             }
         }
+        // The wake slot first, but not more than `SLOT_STREAK_MAX` times
+        // in a row while other queues hold work.
+        let streak = self.slot_streak.get();
+        if streak < SLOT_STREAK_MAX {
+            if let Some(t) = me.wake_slot.take() {
+                self.slot_streak.set(streak + 1);
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+        }
+        if let Some(r) = self.next_queued(me) {
+            self.slot_streak.set(0);
+            return Some(r);
+        }
         if let Some(t) = me.wake_slot.take() {
+            self.slot_streak.set(1);
             return Some(Next::Queued(Runnable::Task(t)));
         }
+        let t = self.yielded.pop_front();
+        t.map(Next::Owned)
+    }
+
+    /// `next_local`'s queues after the wake slot: the ready queue (fibers
+    /// woken again, in wake order: they finish work already started), the
+    /// deque (spawned and fork-join work, depth first), the pinned inbox,
+    /// the inbox.
+    #[inline]
+    fn next_queued(&self, me: &WorkerShared) -> Option<Next> {
         // `is_empty` is two inlined loads; `pop` is a call.
+        if !self.ready.is_empty() {
+            if let Some(t) = self.ready.pop() {
+                return Some(Next::Queued(t));
+            }
+        }
         if !self.deque.is_empty() {
             if let Some(t) = self.deque.pop() {
                 return Some(Next::Queued(t));
@@ -391,14 +413,14 @@ impl WorkerLocal {
             }
         }
         // The inbox before the yield queue: a fiber woken from another
-        // thread has waited longer than one that just yielded.
+        // thread has waited longer than one that just yielded. A batch
+        // goes to the ready queue, in inbox order.
         if !me.inbox.is_empty() {
-            if let Some(t) = me.inbox.steal_batch_and_pop(&self.deque).success() {
+            if let Some(t) = me.inbox.steal_batch_and_pop(&self.ready).success() {
                 return Some(Next::Queued(t));
             }
         }
-        let t = self.yielded.pop_front();
-        t.map(Next::Owned)
+        None
     }
 
     /// The fairness pass's inbox entry: the first one that may still run,
@@ -463,33 +485,28 @@ impl WorkerLocal {
 
     #[inline]
     fn fire_timers(&self) {
-        if self.timer_count.get() != 0 {
-            self.fire_due_timers();
+        if self.me().timers.any() {
+            self.me().timers.fire_due(&self.shared, Instant::now(), false);
         }
-    }
-
-    fn fire_due_timers(&self) {
-        let now = Instant::now();
-        loop {
-            let due = {
-                let mut heap = self.timers.borrow_mut();
-                match heap.peek() {
-                    Some(Reverse(t)) if t.deadline <= now => heap.pop().map(|Reverse(t)| t),
-                    _ => None,
-                }
-            };
-            match due {
-                // A stale timer (its wait ended otherwise) wakes nobody.
-                Some(t) if t.is_live() => self.shared.wake(t.task),
-                Some(t) => drop(t),
-                None => break,
-            }
-        }
-        self.publish_timer_count();
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.timers.borrow().peek().map(|Reverse(t)| t.deadline)
+        self.me().timers.next_deadline()
+    }
+
+    /// Fire the timers of other workers that are overdue by
+    /// `timers::STEAL_GRACE`: their owner runs a fiber that does not give
+    /// control back ("Timers any worker can fire", `README.md`). The
+    /// fibers woken come to this worker. Returns whether any was woken.
+    fn fire_others_timers(&self, now: Instant) -> bool {
+        let shared = &self.shared;
+        let mut woken = 0;
+        for (i, w) in shared.workers.iter().enumerate() {
+            if i != self.index && w.timers.overdue(now, timers::STEAL_GRACE) {
+                woken += w.timers.fire_due(shared, now, true);
+            }
+        }
+        woken != 0
     }
 
     /// Look for work elsewhere: steal passes over the policy's victims,
@@ -500,7 +517,7 @@ impl WorkerLocal {
     fn steal(&self) -> Option<Runnable> {
         let shared = &self.shared;
         // Own queues empty: the placement probe's estimate is exact.
-        self.me().publish_len(&self.deque);
+        self.me().publish_len(self);
         if !shared.sched.steals() || shared.workers.len() < 2 {
             return None;
         }
@@ -535,6 +552,10 @@ impl WorkerLocal {
             // leave it for `INBOX_GRACE` (protocol: `runtime/README.md`).
             let me = self.me();
             if !me.pinned_inbox.is_empty() || self.next_deadline().is_some_and(|d| d <= now) {
+                break None;
+            }
+            // Another worker's overdue timers: the fibers come here.
+            if self.fire_others_timers(now) {
                 break None;
             }
             match me.inbox.len() {
@@ -597,27 +618,33 @@ impl WorkerLocal {
     /// Steal a chunk from worker `v`'s deque, else from its inbox.
     fn steal_from(&self, v: usize) -> Option<(Runnable, usize)> {
         let vs = &self.shared.workers[v];
-        let before = self.deque.len();
-        for _ in 0..4 {
-            let len = vs.stealer.len();
-            if len == 0 {
-                break;
-            }
-            let limit = self.shared.chunk.limit(len).max(1);
-            match vs.stealer.steal_batch_with_limit_and_pop(&self.deque, limit) {
-                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
-                Steal::Empty => break,
-                Steal::Retry => continue,
+        // The victim's deque into ours (LIFO), its ready queue and its
+        // inbox into our ready queue (FIFO: their order is kept).
+        let queues = [(&vs.stealer, &self.deque), (&vs.ready_stealer, &self.ready)];
+        for (stealer, dest) in queues {
+            let before = dest.len();
+            for _ in 0..4 {
+                let len = stealer.len();
+                if len == 0 {
+                    break;
+                }
+                let limit = self.shared.chunk.limit(len).max(1);
+                match stealer.steal_batch_with_limit_and_pop(dest, limit) {
+                    Steal::Success(t) => return Some((t, 1 + dest.len() - before)),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
             }
         }
+        let before = self.ready.len();
         for _ in 0..4 {
             let len = vs.inbox.len();
             if len == 0 {
                 break;
             }
             let limit = self.shared.chunk.limit(len).max(1);
-            match vs.inbox.steal_batch_with_limit_and_pop(&self.deque, limit) {
-                Steal::Success(t) => return Some((t, 1 + self.deque.len() - before)),
+            match vs.inbox.steal_batch_with_limit_and_pop(&self.ready, limit) {
+                Steal::Success(t) => return Some((t, 1 + self.ready.len() - before)),
                 Steal::Empty => break,
                 Steal::Retry => continue,
             }
@@ -683,7 +710,7 @@ impl WorkerLocal {
     /// through `run` (see `next_after_yield`).
     fn run_task(&self, mut task: TaskRef, owned: bool) {
         // The placement probe's estimate (`runtime::shared::PublishedLen`).
-        self.me().publish_len(&self.deque);
+        self.me().publish_len(self);
         if !owned {
             if !task.transition_to_running() {
                 // A surplus entry (a reclaimed child's other entry, see
@@ -761,6 +788,11 @@ impl WorkerLocal {
                 self.holding.set(false);
                 shared.release_held(self.index);
             }
+            // Children spawned while the wake slot was occupied go onto
+            // the deque now, in spawn order ("Run order", `README.md`).
+            if self.has_spawned.get() {
+                self.flush_spawned();
+            }
             if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {
                 crate::runtime::task::overflow::report_canary(&task);
             }
@@ -820,8 +852,9 @@ impl WorkerLocal {
                         // waker takes it over (`fiber::task`, step 5).
                         std::mem::forget(task);
                     } else {
-                        // A wake-up raced with the suspension: run it again.
-                        self.deque.push(Runnable::Task(task));
+                        // A wake-up raced with the suspension: run it again,
+                        // behind the fibers readied before it.
+                        self.ready.push(Runnable::Task(task));
                     }
                     return;
                 }
@@ -866,10 +899,11 @@ impl WorkerLocal {
         let io_tick = self.io_tick.get() + 1;
         if io_tick >= crate::runtime::io::BUSY_POLL_TICKS
             || self.has_resume_after()
-            || self.timer_count.get() != 0
+            || me.timers.any()
             || self.starved_len.get() != 0
             || me.wake_slot.is_occupied()
             || !self.deque.is_empty()
+            || !self.ready.is_empty()
             || !me.pinned_inbox.is_empty()
             || !me.inbox.is_empty()
             || self.shared.shutdown.load(Acquire)
@@ -988,7 +1022,7 @@ impl WorkerLocal {
     #[inline]
     fn has_other_work(&self) -> bool {
         let me = self.me();
-        if !self.deque.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
+        if !self.deque.is_empty() || !self.ready.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
             return true;
         }
         let streak = self.yield_streak.get() + 1;
@@ -1016,6 +1050,7 @@ impl WorkerLocal {
         let shared = &self.shared;
         let me = self.me();
         if !self.deque.is_empty()
+            || !self.ready.is_empty()
             || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
@@ -1042,6 +1077,13 @@ impl WorkerLocal {
         while let Some(t) = self.deque.pop() {
             me.inbox.push(t);
         }
+        while let Some(t) = self.ready.pop() {
+            me.inbox.push(t);
+        }
+        for t in self.spawned.borrow_mut().drain(..) {
+            me.inbox.push(Runnable::Task(t));
+        }
+        me.batched.store(0, Relaxed);
         while let Some(t) = self.yielded.pop_front() {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
@@ -1064,8 +1106,7 @@ impl WorkerLocal {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
         }
-        self.timers.borrow_mut().clear();
-        self.publish_timer_count();
+        me.timers.clear();
         let stacks = self.stacks.borrow();
         me.counters.stacks_mapped.store(stacks.mapped, Relaxed);
     }
