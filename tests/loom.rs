@@ -234,24 +234,21 @@ impl Rt {
     /// `Shared::push_spawned` on worker `me` for `n` children, then the
     /// fiber gives control back (`WorkerLocal::flush_spawned`): the first
     /// child goes to an empty slot (and wakes a sleeper with
-    /// `notify_idle`), the others wait in the private spawn batch; the
-    /// flush pushes them onto the deque and calls `notify_idle` once.
+    /// `notify_idle`), each other one onto the spawn batch, a stealable
+    /// Chase-Lev queue (the deque stand-in stands for it), then
+    /// `notify_idle` (no fence), as a push onto the deque. The flush moves
+    /// the batch between two of the owner's stealable queues and wakes
+    /// nobody: nothing to model.
     fn push_spawned_then_give_back(&self, me: usize, n: usize) {
         let q = &self.queues[me];
-        let mut batch = 0;
         for _ in 0..n {
             if q.slot.is_occupied() {
-                batch += 1;
+                q.deque.push();
+                self.idle.notify_idle(self.steals);
                 continue;
             }
             let item = Arc::new(SlotItem { body: UnsafeCell::new(0) });
             assert!(q.slot.put(item).is_none(), "the owner's slot filled up between its check and its put");
-            self.idle.notify_idle(self.steals);
-        }
-        if batch != 0 {
-            for _ in 0..batch {
-                q.deque.push();
-            }
             self.idle.notify_idle(self.steals);
         }
     }
@@ -439,9 +436,8 @@ fn wake_slot_put_take_steal() {
 }
 
 /// A spawner on worker 0 spawns three children (the first into the wake
-/// slot, two into the spawn batch) and gives control back (the batch goes
-/// onto the deque) while worker 1 searches and sleeps: all three run once,
-/// no wake-up is lost.
+/// slot, two into the stealable spawn batch) and gives control back while
+/// worker 1 searches and sleeps: all three run once, no wake-up is lost.
 #[test]
 fn spawn_batch_flush() {
     check("spawn_batch_flush (2 workers, stealing)", Some(3), || {

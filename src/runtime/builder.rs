@@ -1,7 +1,7 @@
 //! [`Builder`]: check the settings, place the workers, build the shared
 //! state, start the worker threads.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 use std::sync::{mpsc, Arc, OnceLock};
 
 use crossbeam_deque::Worker as Deque;
@@ -15,8 +15,9 @@ use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::runtime::worker::WorkerLocal;
 use crate::topology::{self, Topology, WorkerSlot};
 
-/// A worker's own queue ends: its LIFO deque and its FIFO ready queue.
-type WorkerQueues = (Deque<Runnable>, Deque<Runnable>);
+/// A worker's own queue ends: its LIFO deque, its FIFO ready queue, its
+/// LIFO spawn batch.
+type WorkerQueues = (Deque<Runnable>, Deque<Runnable>, Deque<Runnable>);
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -235,11 +236,13 @@ impl Builder {
         let topology = self.topology.take();
         let (topology, slots, strict) = self.plan(topology)?;
         let nworkers = slots.len();
-        // Two queues per worker (run order: `runtime/README.md`): the LIFO
-        // deque for spawned fibers and fork-join work (depth first), the
-        // FIFO ready queue for fibers made runnable again (wake order).
+        // Three queues per worker (run order: `runtime/README.md`): the
+        // LIFO deque for spawned fibers and fork-join work (depth first),
+        // the FIFO ready queue for fibers made runnable again (wake order),
+        // the LIFO spawn batch (children of the running fiber, moved onto
+        // the deque in spawn order when it gives control back).
         let deques: Vec<WorkerQueues> =
-            (0..nworkers).map(|_| (Deque::new_lifo(), Deque::new_fifo())).collect();
+            (0..nworkers).map(|_| (Deque::new_lifo(), Deque::new_fifo(), Deque::new_lifo())).collect();
         let shared = self.make_shared(topology, &slots, &deques);
         self.start(shared, deques, &slots, strict)
     }
@@ -329,7 +332,7 @@ impl Builder {
                 slot: slots[i],
                 stealer: d.0.stealer(),
                 ready_stealer: d.1.stealer(),
-                batched: AtomicUsize::new(0),
+                batch_stealer: d.2.stealer(),
                 wake_slot: crate::runtime::worker::wake_slot::WakeSlot::new(slots_stealable),
                 held: crate::runtime::worker::wake_slot::WakeSlot::new(true),
                 inbox: Default::default(),
@@ -467,7 +470,7 @@ fn worker_main(
     }
     let altstack = crate::runtime::task::overflow::install_altstack();
     let guard = AbortOnPanic("the worker loop");
-    let local = WorkerLocal::new(i, shared.clone(), deque.0, deque.1);
+    let local = WorkerLocal::new(i, shared.clone(), deque.0, deque.1, deque.2);
     context::set_worker(&local);
     local.run();
     context::set_worker(std::ptr::null());

@@ -11,12 +11,14 @@
 //! the sample that first saw them, the same fiber has been running since
 //! then: once that lasts the threshold, the incident is reported (once:
 //! a new sample with another counter or fiber ends it), the worker is
-//! marked held (`WorkerInsight::held_since_ms`, shown in dumps), and an
-//! idle worker is woken (`Shared::notify_idle`), which then steals the
-//! held worker's deque, inbox and slot entries (a slot entry that has sat
-//! for `SLOT_GRACE`, 5 us, is stealable: `runtime/README.md`).
-//! What stays behind: fibers in the held worker's private yield queue and
-//! its timers (a worker's timer heap and yield queue are its own).
+//! marked held (`WorkerInsight::held_since_ms`, shown in dumps), its wake
+//! slot's and held-child slot's entries go to another worker's inbox at
+//! every sample while it stays held (`Shared::take_over`: a busy worker
+//! serves its inbox too), and an idle worker is woken
+//! (`Shared::notify_idle`), which steals the held worker's deque, ready
+//! queue, spawn batch and inbox. Its timers are fired by an idle worker
+//! once overdue ("Timers any worker can fire", `runtime/README.md`).
+//! What stays behind: fibers in the held worker's private yield queue.
 //!
 //! # Idle
 //!
@@ -319,7 +321,12 @@ fn sample(shared: &Arc<Shared>, last: &mut [Sample], now: u64, threshold_ms: u64
             w.insight.held_since_ms.store(0, Relaxed);
             continue;
         }
-        if s.reported || now.saturating_sub(s.since_ms) < threshold_ms {
+        if s.reported {
+            // Still held: whatever reached its slots since is taken over.
+            shared.take_over(i);
+            continue;
+        }
+        if now.saturating_sub(s.since_ms) < threshold_ms {
             continue;
         }
         s.reported = true;
@@ -342,8 +349,12 @@ fn sample(shared: &Arc<Shared>, last: &mut [Sample], now: u64, threshold_ms: u64
     }
     drop(guard);
     drop(keep);
+    for r in &out {
+        // Take-over: the held worker's slot entries go to another worker
+        // now; an idle worker looks at its other queues.
+        shared.take_over(r.worker);
+    }
     if !out.is_empty() {
-        // Take-over: an idle worker looks at the held worker's queues.
         shared.notify_idle();
     }
     out

@@ -95,9 +95,10 @@ pub(crate) struct WorkerShared {
     /// The thieves' end of the worker's FIFO ready queue
     /// (`WorkerLocal::ready`).
     pub(crate) ready_stealer: Stealer<Runnable>,
-    /// Children in the owner's private spawn batch (`WorkerLocal::spawned`),
-    /// counted in the queue length (written by the owner only).
-    pub(crate) batched: AtomicUsize,
+    /// The thieves' end of the owner's spawn batch (`WorkerLocal::spawned`):
+    /// a thief takes the oldest children first, as from the deque, so a
+    /// spawner that computes on (or hogs its worker) holds back none.
+    pub(crate) batch_stealer: Stealer<Runnable>,
     /// Fibers placed here by other threads, and fibers woken by them.
     pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
@@ -231,7 +232,7 @@ impl WorkerShared {
     pub(crate) fn queue_len(&self) -> usize {
         self.stealer.len()
             + self.ready_stealer.len()
-            + self.batched.load(Relaxed)
+            + self.batch_stealer.len()
             + self.inbox.len()
             + self.pinned_inbox.len()
             + usize::from(self.wake_slot.is_occupied())
@@ -284,7 +285,7 @@ impl WorkerShared {
     }
 
     pub(crate) fn has_stealable_work(&self) -> bool {
-        !self.stealer.is_empty() || !self.ready_stealer.is_empty() || !self.inbox.is_empty()
+        !self.stealer.is_empty() || !self.ready_stealer.is_empty() || !self.batch_stealer.is_empty() || !self.inbox.is_empty()
     }
 }
 
@@ -527,6 +528,26 @@ impl Shared {
             }
         }
         self.push_inbox(target, task);
+    }
+
+    /// Worker `held` has run one fiber past the stall threshold (the stall
+    /// monitor's take-over): the fibers only it would run soon, its wake
+    /// slot's and held-child slot's entries, go to the inbox of the next
+    /// worker, which runs them even while busy (its fairness pass), instead
+    /// of waiting for an idle thief. Its deque, ready queue and spawn batch
+    /// are stealable as they are. Stealing policies with two workers or
+    /// more only (otherwise the slots are private to their owner).
+    pub(crate) fn take_over(&self, held: usize) {
+        let n = self.workers.len();
+        if n < 2 || !self.sched.steals() {
+            return;
+        }
+        let target = (held + 1) % n;
+        let w = &self.workers[held];
+        for t in [w.wake_slot.steal(), w.held.steal()].into_iter().flatten() {
+            self.sched.fiber_moved(self.node_of(held), self.node_of(target), 1);
+            self.push_inbox(target, t);
+        }
     }
 
     /// `task` into worker `target`'s inbox, then make sure someone runs it

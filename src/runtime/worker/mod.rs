@@ -107,9 +107,10 @@ pub(crate) struct WorkerLocal {
     /// wake slot, and fibers taken in batches from the inbox.
     pub(crate) ready: Deque<Runnable>,
     /// Children the running fiber spawned here while the wake slot was
-    /// occupied, in spawn order: pushed onto the deque when the fiber
-    /// gives control back (`flush_spawned`).
-    spawned: RefCell<Vec<TaskRef>>,
+    /// occupied (the spawn batch, LIFO): moved onto the deque when the
+    /// fiber gives control back (`flush_spawned`), so they start in spawn
+    /// order; thieves take the oldest meanwhile (`batch_stealer`).
+    spawned: Deque<Runnable>,
     /// `spawned` is not empty (one private load per resume).
     has_spawned: Cell<bool>,
     /// Wake-slot entries run in a row (`SLOT_STREAK_MAX`).
@@ -161,7 +162,13 @@ pub(crate) struct WorkerLocal {
 }
 
 impl WorkerLocal {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, deque: Deque<Runnable>, ready: Deque<Runnable>) -> WorkerLocal {
+    pub(crate) fn new(
+        index: usize,
+        shared: Arc<Shared>,
+        deque: Deque<Runnable>,
+        ready: Deque<Runnable>,
+        spawned: Deque<Runnable>,
+    ) -> WorkerLocal {
         let thief = shared.sched.new_thief_state(index, 0x2545_F491_4F6C_DD1D ^ index as u64);
         // Bind stack memory to the worker's node when the topology is this
         // machine's and has several nodes.
@@ -181,7 +188,7 @@ impl WorkerLocal {
             shared,
             deque,
             ready,
-            spawned: RefCell::new(Vec::new()),
+            spawned,
             has_spawned: Cell::new(false),
             slot_streak: Cell::new(0),
             yielded: YieldQueue::new(),
@@ -236,25 +243,19 @@ impl WorkerLocal {
     /// Fibers in the deque and the ready queue (owner's view, no fence).
     #[inline]
     pub(crate) fn queued_len(&self) -> usize {
-        self.deque.len() + self.ready.len() + self.me().batched.load(Relaxed)
+        self.deque.len() + self.ready.len() + self.spawned.len()
     }
 
     /// A child spawned here while the wake slot was occupied
     /// (`Shared::push_spawned`): kept in spawn order until the running
-    /// fiber gives control back.
+    /// fiber gives control back; thieves may take the oldest meanwhile.
     #[inline]
     pub(crate) fn batch_spawned(&self, task: TaskRef) {
-        let me = self.me();
-        let n = {
-            let mut b = self.spawned.borrow_mut();
-            b.push(task);
-            b.len()
-        };
+        self.spawned.push(Runnable::Task(task));
         self.has_spawned.set(true);
-        // Counted in the queue length others see (placement, the deadlock
-        // detector) although thieves cannot take it yet.
-        me.batched.store(n, Relaxed);
-        me.note_own_push(self);
+        self.me().note_own_push(self);
+        // Stealable now: like a push onto the deque, a hint for sleepers.
+        self.shared.notify_idle();
     }
 
     /// The running fiber gave control back: its spawn batch goes onto the
@@ -264,15 +265,9 @@ impl WorkerLocal {
     #[inline(never)]
     fn flush_spawned(&self) {
         self.has_spawned.set(false);
-        let mut batch = std::mem::take(&mut *self.spawned.borrow_mut());
-        while let Some(t) = batch.pop() {
-            self.deque.push(Runnable::Task(t));
+        while let Some(t) = self.spawned.pop() {
+            self.deque.push(t);
         }
-        self.me().batched.store(0, Relaxed);
-        // Give the allocation back for the next batch.
-        *self.spawned.borrow_mut() = batch;
-        self.me().note_own_push(self);
-        self.shared.notify_idle();
     }
 
     /// Work-first spawn: run `task` right after the current fiber suspends.
@@ -618,9 +613,10 @@ impl WorkerLocal {
     /// Steal a chunk from worker `v`'s deque, else from its inbox.
     fn steal_from(&self, v: usize) -> Option<(Runnable, usize)> {
         let vs = &self.shared.workers[v];
-        // The victim's deque into ours (LIFO), its ready queue and its
-        // inbox into our ready queue (FIFO: their order is kept).
-        let queues = [(&vs.stealer, &self.deque), (&vs.ready_stealer, &self.ready)];
+        // The victim's deque into ours (LIFO), its ready queue, its spawn
+        // batch (oldest child first) and its inbox into our ready queue
+        // (FIFO: their order is kept).
+        let queues = [(&vs.stealer, &self.deque), (&vs.ready_stealer, &self.ready), (&vs.batch_stealer, &self.ready)];
         for (stealer, dest) in queues {
             let before = dest.len();
             for _ in 0..4 {
@@ -1080,10 +1076,9 @@ impl WorkerLocal {
         while let Some(t) = self.ready.pop() {
             me.inbox.push(t);
         }
-        for t in self.spawned.borrow_mut().drain(..) {
-            me.inbox.push(Runnable::Task(t));
+        while let Some(t) = self.spawned.pop() {
+            me.inbox.push(t);
         }
-        me.batched.store(0, Relaxed);
         while let Some(t) = self.yielded.pop_front() {
             t.transition_to_queued_after_yield();
             me.inbox.push(Runnable::Task(t));
