@@ -20,6 +20,8 @@
 #   scripts/bench-io.sh                                  # full run (~10 min)
 #   ROUNDS=1 SECS=2 HTTP_CONNS="1 64" ECHO_CONNS="64" SYSCALLS=0 scripts/bench-io.sh   # quick look
 #   ONLY="numafiber tokio" scripts/bench-io.sh           # a subset of servers
+#   BASE=/dir/with/http_hello+echo_server scripts/bench-io.sh
+#       # also a second numafiber, "numafiber_base", from another build (A/B)
 #
 # Output: a table on stdout, every raw line in target/bench-io/results.tsv.
 # Loopback (127.0.0.1) only; every process started is killed at the end.
@@ -84,6 +86,16 @@ SERVERS=(
     "numafiber|http|$NF/http_hello 127.0.0.1:@PORT@ @W@"
     "numafiber|echo|$NF/echo_server 127.0.0.1:@PORT@ @W@"
 )
+if [ -n "${BASE:-}" ]; then
+    if [ -x "$BASE/http_hello" ] && [ -x "$BASE/echo_server" ]; then
+        SERVERS+=(
+            "numafiber_base|http|$BASE/http_hello 127.0.0.1:@PORT@ @W@"
+            "numafiber_base|echo|$BASE/echo_server 127.0.0.1:@PORT@ @W@"
+        )
+    else
+        echo "bench-io: BASE=$BASE has no http_hello and echo_server: no numafiber_base" >&2
+    fi
+fi
 if [ -n "$PEERS" ]; then
     SERVERS+=(
         "tokio|http|$PEERS tokio-http 127.0.0.1:@PORT@ @W@"

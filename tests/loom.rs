@@ -1106,6 +1106,41 @@ fn reactor_busy_poll_vs_idle() {
     });
 }
 
+/// Two idle workers, one socket in a ping-pong: the driver's poll makes
+/// one fiber ready, so it leaves without handing the reactor to anybody
+/// (the other worker may sleep on its futex, having found the gate taken),
+/// runs the fiber, which makes the socket ready again (the peer's reply),
+/// and the second readiness must still be polled: by the same worker once
+/// it is idle again, or by the other one. Both rounds run.
+#[test]
+fn reactor_one_ready_no_hand_off() {
+    check("reactor_one_ready_no_hand_off (2 idle workers, ping-pong socket)", Some(3), || {
+        let set = Arc::new(ReactorSet::new(2));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let worker = |me: usize| {
+            let (s, r) = (set.clone(), ran.clone());
+            thread::spawn(move || loop {
+                if s.is_shutdown() {
+                    return;
+                }
+                if s.park_idle(me, || false) {
+                    // The fiber ran: its peer answers (ready again), and
+                    // after the second round the runtime shuts down.
+                    match r.fetch_add(1, SeqCst) + 1 {
+                        1 => s.socket_ready(),
+                        _ => s.shutdown(),
+                    }
+                }
+            })
+        };
+        let (w0, w1) = (worker(0), worker(1));
+        set.socket_ready();
+        w0.join().unwrap();
+        w1.join().unwrap();
+        assert_eq!(ran.load(SeqCst), 2);
+    });
+}
+
 // ---------------------------------------------------------------------
 // Channel hand-off into a waiting receiver's cell (issue 15)
 // ---------------------------------------------------------------------

@@ -499,8 +499,8 @@ struct ModelBackend<'a> {
 }
 
 impl Backend for ModelBackend<'_> {
-    fn poll(&self) -> bool {
-        self.set.workers.epoll.wait()
+    fn poll(&self) -> usize {
+        usize::from(self.set.workers.epoll.wait())
     }
     fn poll_now(&self) -> bool {
         self.set.workers.epoll.try_take()
@@ -590,9 +590,9 @@ impl ReactorSet {
 struct RecordReady<'a, B>(&'a B, &'a std::cell::Cell<bool>);
 
 impl<B: Backend> Backend for RecordReady<'_, B> {
-    fn poll(&self) -> bool {
+    fn poll(&self) -> usize {
         let r = self.0.poll();
-        if r {
+        if r > 0 {
             self.1.set(true);
         }
         r

@@ -261,6 +261,7 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
     let period = (threshold / 4).clamp(Duration::from_millis(1), Duration::from_millis(250));
     let threshold_ms = threshold.as_millis().max(1) as u64;
     let mut last: Vec<Sample> = Vec::new();
+    let mut last_polls = 0u64;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.is_shutting_down() {
@@ -286,6 +287,7 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
         let now = shared.insight.tick();
         last.resize(n, Sample::default());
         let reports = sample(&shared, &mut last, now, threshold_ms, threshold);
+        watch_reactor(&shared, &mut last_polls);
         for r in &reports {
             (hook.0)(r);
         }
@@ -293,6 +295,22 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
         // A park, so that shutdown's unpark ends the wait at once.
         std::thread::park_timeout(period);
     }
+}
+
+/// Sockets nobody polls: a driver that left with the one fiber its poll
+/// made ready hands the reactor to nobody (`io::driver::park_step`), and
+/// polls again when it is idle. If that fiber runs on without giving
+/// control back, and no busy worker polled since the last sample while
+/// fibers wait on sockets, nobody drives and a worker sleeps on its futex:
+/// wake it, so it becomes the driver (Go's sysmon polls the network when
+/// nobody has for 10 ms). Bounds how long readiness waits to one period.
+fn watch_reactor(shared: &Arc<Shared>, last_polls: &mut u64) {
+    let Some(r) = shared.reactor.get() else { return };
+    let polls = r.polls();
+    if polls == *last_polls && r.waiting() > 0 && !r.is_driven() && shared.idle.num_sleeping() > 0 {
+        shared.notify_idle();
+    }
+    *last_polls = polls;
 }
 
 /// One pass over the workers; returns the incidents to report (the hook

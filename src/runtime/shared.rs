@@ -607,6 +607,32 @@ impl Shared {
         }
     }
 
+    /// An idle worker `w`, on its own thread, woke `task` and will run it
+    /// next (the first fiber its reactor poll made ready): into its empty
+    /// wake slot, waking nobody. Any other case (a pinned fiber, the
+    /// shutdown drain, an occupied slot) is a plain [`Shared::wake`].
+    pub(crate) fn wake_for_self(self: &Arc<Self>, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[w.index];
+        if task.pinned.is_some() || self.draining.load(Relaxed) || ws.wake_slot.is_occupied() {
+            return self.wake(task);
+        }
+        if task.transition_to_notified() {
+            // As in `wake`: the parked task's reference to itself is
+            // released, ours is pushed.
+            // SAFETY: that reference exists (we won `PARKED -> QUEUED`),
+            // and ours keeps the count above zero.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
+            let last = task.last_worker();
+            if last != w.index {
+                self.sched.fiber_moved(self.node_of(last), self.node_of(w.index), 1);
+            }
+            // Only the owner puts into its slot: still empty (checked
+            // above, on this thread).
+            ws.wake_slot.put(task);
+            ws.note_own_push(w);
+        }
+    }
+
     /// The caller holds the run permission of `task` (it won the CAS out of
     /// `PARKED`): push it where it will run.
     pub(crate) fn reschedule(self: &Arc<Self>, task: TaskRef) {

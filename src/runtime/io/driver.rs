@@ -41,6 +41,11 @@ impl Gate {
         }
     }
 
+    /// Some worker holds the role now (a hint: the stall monitor's check).
+    pub(crate) fn is_taken(&self) -> bool {
+        self.state.load(Relaxed) & DRIVING != 0
+    }
+
     /// Give the role back. Returns whether some worker failed to enter
     /// meanwhile (then the caller must hand off: wake a sleeper).
     pub(crate) fn leave(&self) -> bool {
@@ -93,9 +98,9 @@ impl PollFlag {
 /// futex, the hand-off. The runtime implements it with mio and the worker's
 /// thread (`reactor::park_worker`); the loom models with stand-ins.
 pub(crate) trait Backend {
-    /// Block in the poll up to the worker's next timer; whether it made
-    /// fibers ready.
-    fn poll(&self) -> bool;
+    /// Block in the poll up to the worker's next timer; how many fibers it
+    /// made ready.
+    fn poll(&self) -> usize;
     /// Poll without blocking (busy worker); whether it made fibers ready.
     fn poll_now(&self) -> bool;
     /// Park the thread on its futex up to the worker's next timer.
@@ -114,20 +119,27 @@ pub(crate) trait Backend {
 pub(crate) fn park_step(gate: &Gate, flag: &PollFlag, me: &Sleeper, use_reactor: bool, b: &impl Backend) -> bool {
     if use_reactor && gate.try_enter() {
         let polled = flag.begin_poll(me);
-        let mut ready = false;
+        let mut ready = 0;
         if polled {
             ready = b.poll();
             flag.end_poll();
         }
         let contended = gate.leave();
         let must_leave = b.must_leave();
-        // Leaving to run work (or claimed, or told to): someone else must
-        // take the reactor over; and anyone who found the gate taken is
-        // asleep on its futex waiting for exactly that.
-        if ready || must_leave || !me.is_sleeping() || contended {
+        // Leaving with one fiber made ready: we run it ourselves and
+        // drive again when we are idle, so nobody is woken (a futex wake
+        // and a second core per event otherwise). Leaving with more, or
+        // claimed, or told to: someone else must take the reactor over;
+        // and a worker that found the gate taken while nothing was ready
+        // is asleep on its futex waiting for exactly that. No readiness
+        // is lost either way: events stay queued in the epoll instance
+        // until the next poll, by us when idle, by a busy worker's
+        // periodic poll, or by a sleeper the stall monitor wakes
+        // (`runtime/README.md`, "Cheap wake-ups").
+        if ready > 1 || must_leave || !me.is_sleeping() || (contended && ready == 0) {
             b.hand_off();
         }
-        return polled && !ready && !must_leave;
+        return polled && ready == 0 && !must_leave;
     }
     b.park_thread();
     true

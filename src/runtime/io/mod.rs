@@ -130,6 +130,8 @@ pub(crate) struct Reactor {
     waiting: AtomicUsize,
     /// Socket calls of fibers that returned `WouldBlock` (`Stats::io_would_block`).
     would_block: AtomicU64,
+    /// Polls made (the stall monitor's check that somebody polls).
+    polls: AtomicU64,
 }
 
 impl Reactor {
@@ -147,6 +149,7 @@ impl Reactor {
             registered: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             would_block: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
         })
     }
 
@@ -156,6 +159,16 @@ impl Reactor {
         if n != 0 {
             self.would_block.fetch_add(n, Relaxed);
         }
+    }
+
+    /// Polls made so far (any worker, blocking or not).
+    pub(crate) fn polls(&self) -> u64 {
+        self.polls.load(Relaxed)
+    }
+
+    /// Some worker holds the driver's gate now (it polls, or is about to).
+    pub(crate) fn is_driven(&self) -> bool {
+        self.gate.is_taken()
     }
 
     /// Socket calls of fibers that returned `WouldBlock` so far.
@@ -203,6 +216,7 @@ impl Reactor {
     /// Poll once (the caller holds the gate) and collect the fibers whose
     /// sockets became ready.
     fn poll_once(&self, timeout: Option<Duration>, out: &mut Vec<TaskRef>) {
+        self.polls.fetch_add(1, Relaxed);
         let mut g = lock(&self.poll);
         let PollState { poll, events } = &mut *g;
         if let Err(e) = poll.poll(events, timeout) {
@@ -266,13 +280,13 @@ impl RtBackend<'_> {
 }
 
 impl driver::Backend for RtBackend<'_> {
-    fn poll(&self) -> bool {
+    fn poll(&self) -> usize {
         let mut ready = self.ready.borrow_mut();
         let before = ready.len();
         if let Some(r) = self.reactor {
             r.poll_once(self.timeout(), &mut ready);
         }
-        ready.len() > before
+        ready.len() - before
     }
     fn poll_now(&self) -> bool {
         let mut ready = self.ready.borrow_mut();

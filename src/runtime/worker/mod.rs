@@ -43,9 +43,17 @@ const SURPLUS_SKIP: usize = 256;
 /// behind the one it takes (`pop_inbox_skipping_surplus`).
 const INBOX_BACKLOG: usize = 64;
 
-/// How long an idle worker keeps searching (counted in `num_searching`)
-/// before it parks. While one searches, pushers wake nobody.
+/// Longest an idle worker keeps searching (counted in `num_searching`)
+/// before it parks. While one searches, pushers wake nobody. The budget of
+/// each worker adapts (`WorkerLocal::spin_budget`): halved by every search
+/// that found nothing, back to this after a search that found work.
 const SPIN_BUDGET: std::time::Duration = std::time::Duration::from_micros(25);
+/// Below this the adaptive budget is zero: one steal pass, then park.
+const SPIN_BUDGET_MIN: std::time::Duration = std::time::Duration::from_micros(2);
+/// A searching worker polls the reactor (without blocking) at most this
+/// often while fibers wait on sockets: a socket that became ready while we
+/// searched is served by us at once, not by a hand-off after we park.
+const SPIN_POLL_EVERY: std::time::Duration = std::time::Duration::from_micros(5);
 /// Yields in a row (no park, no finish) timed together by `has_other_work`.
 const YIELD_STREAK: u32 = 16;
 /// Average time between yields from which yielding fibers count as
@@ -154,6 +162,10 @@ pub(crate) struct WorkerLocal {
     long_slices: Cell<bool>,
     /// Timeout of the next watching park (`WATCH_MIN` ..= `WATCH_MAX`).
     watch: Cell<std::time::Duration>,
+    /// This worker's current search budget (`SPIN_BUDGET`, adaptive):
+    /// searches that keep finding nothing (a server between requests)
+    /// stop burning the core the load generator or the next request needs.
+    spin_budget: Cell<std::time::Duration>,
     /// The running fiber put a child into this worker's held-child slot
     /// (`Shared::hold`): release it when the fiber gives control back.
     /// Cleared there; the slot itself may be empty by then (a join took the
@@ -209,6 +221,7 @@ impl WorkerLocal {
             streak_start: Cell::new(Instant::now()),
             long_slices: Cell::new(false),
             watch: Cell::new(WATCH_MIN),
+            spin_budget: Cell::new(SPIN_BUDGET),
             holding: Cell::new(false),
         }
     }
@@ -518,8 +531,11 @@ impl WorkerLocal {
         }
         self.set_busy(false);
         let others = shared.idle.begin_search();
-        let spin = 2 * others < shared.workers.len();
+        let budget = self.spin_budget.get();
+        let spin = 2 * others < shared.workers.len() && !budget.is_zero();
         let mut start: Option<Instant> = None;
+        let mut polled: Option<Instant> = None;
+        let mut spun_out = false;
         // When a lone entry was first seen in our own inbox while spinning.
         let mut home_seen: Option<Instant> = None;
         let mut pauses = SPIN_PAUSES;
@@ -533,7 +549,10 @@ impl WorkerLocal {
             let now = Instant::now();
             match start {
                 None => start = Some(now),
-                Some(t0) if now.duration_since(t0) >= SPIN_BUDGET => break None,
+                Some(t0) if now.duration_since(t0) >= budget => {
+                    spun_out = true;
+                    break None;
+                }
                 Some(_) => {}
             }
             for _ in 0..pauses {
@@ -553,6 +572,15 @@ impl WorkerLocal {
             if self.fire_others_timers(now) {
                 break None;
             }
+            // Sockets that became ready while we searched: their fibers
+            // come here (our wake slot or ready queue), read by `next_local`.
+            if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
+                polled = Some(now);
+                crate::runtime::io::poll_busy(shared, self.index);
+                if self.me().wake_slot.is_occupied() || !self.ready.is_empty() {
+                    break None;
+                }
+            }
             match me.inbox.len() {
                 0 => home_seen = None,
                 1 => match home_seen {
@@ -564,6 +592,12 @@ impl WorkerLocal {
             }
         };
         shared.idle.end_search();
+        if found.is_some() {
+            self.spin_budget.set(SPIN_BUDGET);
+        } else if spun_out {
+            let half = budget / 2;
+            self.spin_budget.set(if half < SPIN_BUDGET_MIN { std::time::Duration::ZERO } else { half });
+        }
         if found.is_some() {
             self.watch.set(WATCH_MIN);
             self.set_busy(true);
@@ -975,10 +1009,17 @@ impl WorkerLocal {
         // The stall monitor parks while every worker sleeps.
         shared.insight.monitor.worker_woke();
         // Withdrawn from the sleepers now: wake the fibers whose sockets
-        // became ready (onto this worker's deque).
-        for t in ready.drain(..) {
+        // became ready. The first one is ours to run next and wakes nobody
+        // (we are about to run it); the others go behind it and may wake
+        // an idle worker ("Cheap wake-ups", `runtime/README.md`).
+        let mut it = ready.drain(..);
+        if let Some(t) = it.next() {
+            shared.wake_for_self(self, t);
+        }
+        for t in it {
             shared.wake(t);
         }
+        drop(it);
         *self.io_ready.borrow_mut() = ready;
     }
 
