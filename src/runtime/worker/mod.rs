@@ -1019,7 +1019,6 @@ impl WorkerLocal {
         for t in it {
             shared.wake(t);
         }
-        drop(it);
         *self.io_ready.borrow_mut() = ready;
     }
 
