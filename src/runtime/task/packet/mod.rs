@@ -54,7 +54,10 @@
 //! destroys a parked owner by unwinding it, and the unwinding owner waits
 //! for `WOKEN` too, through `JoinHandle`'s drop or [`Packet::wait`]'s guard).
 //! The completer wakes a parked fiber by winning `PARKED -> QUEUED` and
-//! pushing the task's reference to itself, as a wait-queue grant does.
+//! pushing the task's reference to itself, as a wait-queue grant does: the
+//! inline waiter is the runtime's fiber-or-thread waiter held without a
+//! lock (`runtime::wait::Direct`), whose `wake` takes this rule as its
+//! contract.
 //!
 //! The owner's `TAKEN` is a plain store of the word it read (one locked
 //! instruction less). It may overwrite a concurrent change of another bit,
@@ -162,7 +165,6 @@
 //! (its waiters are threads).
 
 mod in_task;
-mod inline;
 mod main_packet;
 mod refs;
 mod state;

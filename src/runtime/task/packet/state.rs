@@ -10,8 +10,8 @@ use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::runtime::error::JoinError;
 use crate::runtime::park::Waiter;
+use crate::runtime::wait::Direct;
 
-use super::inline::Inline;
 
 /// Lifecycle bits of `Packet::state` (module docs).
 const DONE: usize = 1;
@@ -28,7 +28,7 @@ const DETACHED: usize = 128;
 pub(crate) struct Packet<T> {
     state: AtomicUsize,
     result: UnsafeCell<Option<Result<T, JoinError>>>,
-    waiter: UnsafeCell<Option<Inline>>,
+    waiter: UnsafeCell<Option<Direct>>,
     more: Mutex<Vec<Waiter>>,
 }
 
@@ -36,7 +36,7 @@ pub(crate) struct Packet<T> {
 // allow: at any instant one thread owns the result cell, and the inline
 // slot is either owned by one thread or only read. The value moves from
 // the completer's thread to the owner's, so `T: Send` is required (as for
-// `Mutex<T>`); the raw pointers in `Inline` are dereferenced only while
+// `Mutex<T>`); the raw pointers in a `Direct` waiter are dereferenced only while
 // their targets are alive (module docs), and `Task` and `Shared` are
 // `Sync`.
 unsafe impl<T: Send> Send for Packet<T> {}
@@ -160,7 +160,10 @@ impl<T> Packet<T> {
                 // SAFETY: `WAITING` was set, so the owner wrote the slot
                 // before its Release CAS, which our AcqRel RMW read.
                 if let Some(w) = unsafe { &*w } {
-                    // SAFETY: we are before our `WOKEN` store.
+                    // SAFETY: we are before our `WOKEN` store, and the
+                    // owner waits for it before it leaves its wait (or
+                    // unwinds out of it), so its task and runtime are
+                    // alive: `Direct::wake`'s contract (module docs).
                     unsafe { w.wake() };
                 }
             });
@@ -217,7 +220,7 @@ impl<T> Packet<T> {
     ///
     /// # Safety
     /// The caller is the packet's owner (see `take_done`).
-    unsafe fn register(&self, w: Inline) -> bool {
+    unsafe fn register(&self, w: Direct) -> bool {
         let mut s = self.state.load(Acquire);
         let mut w = Some(w);
         loop {
@@ -319,7 +322,7 @@ impl<T> Packet<T> {
     /// The caller is the packet's owner and has not taken the result.
     pub(crate) unsafe fn try_take_or_register(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: forwarded (caller).
-        if self.is_done() || !unsafe { self.register(Inline::current()) } {
+        if self.is_done() || !unsafe { self.register(Direct::current()) } {
             // SAFETY: forwarded (caller), `DONE` seen.
             return Some(unsafe { self.take_done() });
         }
@@ -333,7 +336,7 @@ impl<T> Packet<T> {
     /// The caller is the packet's owner.
     pub(crate) unsafe fn register_owner(&self) -> bool {
         // SAFETY: forwarded (caller).
-        self.is_done() || !unsafe { self.register(Inline::current()) }
+        self.is_done() || !unsafe { self.register(Direct::current()) }
     }
 
     /// Owner: block until the result is there and take it.
@@ -353,7 +356,7 @@ impl<T> Packet<T> {
                 }
             }
             // SAFETY: forwarded (caller).
-            if unsafe { self.register(Inline::current()) } {
+            if unsafe { self.register(Direct::current()) } {
                 let leave = Leave(self);
                 loop {
                     crate::runtime::park();
