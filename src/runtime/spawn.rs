@@ -14,6 +14,7 @@ use crate::runtime::park::{suspend, suspend_task};
 use crate::runtime::shared::{Counters, Shared};
 use crate::runtime::task::join::{current_shared_for_drain, settle_job, JoinHandle};
 use crate::runtime::task::{self, job, packet, stack, Suspend, TaskRef};
+use crate::runtime::worker::WorkerLocal;
 use job::OwnedJob;
 
 static NEXT_ID_BLOCK: AtomicU64 = AtomicU64::new(1);
@@ -68,7 +69,8 @@ where
     unsafe { spawn_unchecked(shared, f, opts) }
 }
 
-/// Spawn without the `'static` bound.
+/// Spawn without the `'static` bound: [`validate`] the options, [`place`]
+/// the fiber, [`allocate`] its task and packet, [`submit`] it.
 ///
 /// # Safety
 /// The caller guarantees the fiber finishes (or is destroyed) before
@@ -81,6 +83,44 @@ where
     T: Send + 'a,
 {
     let site = std::panic::Location::caller();
+    let closure_size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
+    let stack_size = validate(shared, &opts, closure_size)?;
+    // No limit on how many fibers exist: an unstarted fiber owns no stack.
+    let local = shared.local_worker();
+    // SAFETY: a non-null `local_worker` is this thread's live worker, used
+    // below only before this function suspends (work-first).
+    let local = unsafe { local.as_ref() };
+    let me = local.map(|w| w.index);
+    if me.is_none() && shared.in_forked_child() {
+        // Only a foreign thread can get here in a forked child: no worker
+        // of this runtime exists there.
+        return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
+    }
+    let at = place(shared, &opts, me);
+    let new = task::NewTask {
+        id: next_fiber_id(),
+        name: opts.name,
+        stack_size,
+        pinned: at.pinned,
+        placed: at.pinned.unwrap_or(at.target),
+        reclaim_by: at.reclaim_by,
+        spawn_site: Some(site),
+        born_ms: shared.insight.born_now(),
+        entry: None,
+    };
+    // SAFETY: forwarded (the caller's contract on what `f` borrows).
+    let (task, packet) = unsafe { allocate(shared, local, new, f) };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
+    // SAFETY: `place` sets `work_first` only when `me` is `Some`: this
+    // thread runs a live worker of `shared`.
+    unsafe { submit(shared, task, &at) };
+    Ok(handle)
+}
+
+/// Check a spawn's options against the runtime (stack size, worker, node,
+/// closure size, shutdown); returns the fiber's stack size.
+#[inline]
+fn validate(shared: &Arc<Shared>, opts: &SpawnOpts, size: usize) -> Result<usize, SpawnError> {
     let stack_size = opts.stack_size.unwrap_or(shared.default_stack);
     match stack::check_size(stack_size, shared.stack_mode) {
         Ok(()) => {}
@@ -109,7 +149,6 @@ where
             }
         }
     }
-    let size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
     let limit = closure_limit(stack_size);
     if size > limit {
         return Err(SpawnError::new(SpawnErrorKind::ClosureTooLarge { size, stack_size, limit }));
@@ -117,17 +156,27 @@ where
     if shared.is_shutting_down() {
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
-    // No limit on how many fibers exist: an unstarted fiber owns no stack.
-    let local = shared.local_worker();
-    // SAFETY: a non-null `local_worker` is this thread's live worker, used
-    // below only before this function suspends (work-first).
-    let local = unsafe { local.as_ref() };
-    let me = local.map(|w| w.index);
-    if me.is_none() && shared.in_forked_child() {
-        // Only a foreign thread can get here in a forked child: no worker
-        // of this runtime exists there.
-        return Err(SpawnError::new(SpawnErrorKind::ForkedChild));
-    }
+    Ok(stack_size)
+}
+
+/// Where a new fiber goes ([`place`]).
+struct Placement {
+    /// The worker it is pinned to, if any.
+    pinned: Option<usize>,
+    /// The worker whose queue it enters (the spawner's own for
+    /// work-first and local spawns).
+    target: usize,
+    /// It runs now on the spawner's worker, which is `Some`.
+    work_first: bool,
+    /// The fiber that may reclaim it, or 0 (`Task::reclaim_by`).
+    reclaim_by: u64,
+}
+
+/// Place a spawn whose options passed [`validate`]; `me` is the spawning
+/// worker of `shared`, if the caller runs on one.
+#[inline]
+fn place(shared: &Arc<Shared>, opts: &SpawnOpts, me: Option<usize>) -> Placement {
+    let nworkers = shared.workers.len();
     let node_worker = |n: usize| {
         (0..nworkers)
             .filter(|&w| shared.workers[w].slot.node == n)
@@ -176,37 +225,24 @@ where
         }
         _ => 0,
     };
-    let new = task::NewTask {
-        id: next_fiber_id(),
-        name: opts.name,
-        stack_size,
-        pinned,
-        placed: pinned.unwrap_or(target),
-        reclaim_by,
-        spawn_site: Some(site),
-        born_ms: shared.insight.born_now(),
-        entry: None,
-    };
-    let make_task = |entry: Option<task::Entry>| {
-        let new = task::NewTask { entry, ..new };
-        match (local, me) {
-            (Some(w), Some(m)) => {
-                let counters = &shared.workers[m].counters;
-                Counters::bump(&counters.spawned, 1);
-                // A finished task's memory from this worker's pool, if any
-                // (`task_pool`).
-                w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
-            }
-            _ => {
-                shared.foreign_spawned.fetch_add(1, Relaxed);
-                Arc::new(new.into_task())
-            }
-        }
-    };
-    let (task, packet) = if packet::fits_in_task::<F, T>() {
+    Placement { pinned, target, work_first, reclaim_by }
+}
+
+/// The new fiber's task and its handle's packet: the closure and the
+/// packet in the task when they fit, else in one allocation beside it.
+///
+/// # Safety
+/// As [`spawn_unchecked`]: every borrow of `f` outlives the fiber.
+#[inline]
+unsafe fn allocate<'a, F, T>(shared: &Arc<Shared>, local: Option<&WorkerLocal>, new: task::NewTask, f: F) -> (TaskRef, packet::PacketRef<T>)
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    if packet::fits_in_task::<F, T>() {
         // The closure and the packet in the task itself: no allocation
         // (`packet` module docs, "In the task").
-        let task = make_task(None);
+        let task = new_task(shared, local, new);
         // SAFETY: the caller's contract keeps every borrow of `f` alive
         // until the fiber is finished or destroyed; `task` was just made
         // (its slot empty: `write_over` resets it) and nobody else can
@@ -223,21 +259,47 @@ where
         // SAFETY: the caller's contract keeps every borrow of `f` alive
         // until the fiber is finished or destroyed.
         let (entry, packet) = unsafe { packet::new_main(f) };
-        (make_task(Some(entry)), packet)
-    };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
-    if work_first {
+        (new_task(shared, local, task::NewTask { entry: Some(entry), ..new }), packet)
+    }
+}
+
+/// The task for `new`: from the spawning worker's pool (`local`, a worker
+/// of `shared`), or a fresh allocation on a foreign thread.
+#[inline]
+fn new_task(shared: &Arc<Shared>, local: Option<&WorkerLocal>, new: task::NewTask) -> TaskRef {
+    match local {
+        Some(w) => {
+            let counters = &shared.workers[w.index].counters;
+            Counters::bump(&counters.spawned, 1);
+            // A finished task's memory from this worker's pool, if any
+            // (`task_pool`).
+            w.tasks.alloc(new, &counters.tasks_reused, &shared.task_spill)
+        }
+        None => {
+            shared.foreign_spawned.fetch_add(1, Relaxed);
+            Arc::new(new.into_task())
+        }
+    }
+}
+
+/// Queue the new fiber where [`place`] put it, or, work-first, run it now
+/// on this worker and queue the spawner instead.
+///
+/// # Safety
+/// `at.work_first` only if this thread runs a live worker of `shared`.
+#[inline]
+unsafe fn submit(shared: &Arc<Shared>, task: TaskRef, at: &Placement) {
+    if at.work_first {
         // Work-first (Cilk): run the child now; this fiber goes to the
         // deque where thieves may take it.
         let w = context::worker_ptr();
-        // SAFETY: `me.is_some()` so this thread runs a live worker of
-        // `shared`; the reference is dropped before we suspend.
+        // SAFETY: this thread runs a live worker of `shared` (caller); the
+        // reference is dropped before we suspend.
         unsafe { (*w).set_run_next(task) };
         suspend(Suspend::Handoff);
     } else {
-        shared.submit(task, target);
+        shared.submit(task, at.target);
     }
-    Ok(handle)
 }
 
 /// Surplus entries a reclaim may leave in one inbox: at this many queued

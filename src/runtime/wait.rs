@@ -1,14 +1,19 @@
-//! The waiter of a wait queue (`sync::queue`): the waiting caller's own
-//! handle ([`Node`]) and the granter's handle on it ([`Waker`]), for a
-//! fiber or a plain thread. A fiber's wait allocates nothing and counts no
-//! reference: the flag is in its task, and its entry holds its task and
-//! runtime as plain pointers, valid while the entry is queued (the rules
-//! are on each type). The queue protocol itself: `sync::queue`'s docs.
+//! The runtime's fiber-or-thread waiter: the caller read once from TLS
+//! ([`Me`]), and the two ways to hold it for a wake-up. In a wait queue
+//! (`sync::queue`): the waiting caller's own handle ([`Node`]) and the
+//! granter's handle on it ([`Waker`]). Outside any lock (a join packet's
+//! inline slot, `task::packet`): [`Direct`]. Either way a fiber's wait
+//! allocates nothing and counts no reference: its task and runtime are
+//! held as plain pointers, valid while it waits by the holder's rule (the
+//! queue lock for a [`Waker`], the packet's `WOKEN` hand-shake for a
+//! [`Direct`]; the rules are on each type), and both wake it the same way
+//! ([`notify_parked`], [`unpark_thread`]). The queue protocol itself:
+//! `sync::queue`'s docs.
 
 use std::sync::Arc;
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
-use crate::loom::thread::Thread;
+use crate::loom::thread::{self, Thread};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::worker::WorkerLocal;
@@ -195,11 +200,10 @@ impl Waker {
                 // (the variant's docs): the task is alive.
                 let t = unsafe { &**task };
                 t.wait_signalled.store(true, Release);
-                if t.transition_to_notified() {
-                    // SAFETY: we won `PARKED -> QUEUED`, so we own the
-                    // reference the parked task held on itself
-                    // (`fiber::task`, step 5), made by `Arc` from `task`.
-                    *run = Some(unsafe { Arc::from_raw(*task) });
+                // SAFETY: alive, as above; `task` is a live `Arc<Task>`'s
+                // pointer (`new_waiter` took it from the running fiber).
+                if let Some(r) = unsafe { notify_parked(*task) } {
+                    *run = Some(r);
                 }
             }
             WakerKind::FiberRef { task, .. } => task.wait_signalled.store(true, Release),
@@ -219,10 +223,7 @@ impl Waker {
                 }
             }
             WakerKind::FiberRef { task, shared } => shared.arc.wake(task),
-            WakerKind::Thread(f) => {
-                crate::runtime::deadlock::note_thread_wake();
-                f.thread.unpark()
-            }
+            WakerKind::Thread(f) => unpark_thread(&f.thread),
         }
     }
     /// Call under the queue lock.
@@ -278,6 +279,100 @@ impl Me {
         // SAFETY: the running fiber's own task, alive while it runs.
         !self.task.is_null() && crate::runtime::context::cannot_suspend(unsafe { &*self.task })
     }
+    /// This caller as a [`Direct`] waiter: a fiber of a worker by its
+    /// pointers, anything else by its thread (the rule of [`new_waiter`]).
+    #[inline]
+    pub(crate) fn direct(self) -> Direct {
+        if !self.task.is_null() && !self.shared.is_null() {
+            Direct::Fiber { task: self.task, shared: self.shared }
+        } else {
+            Direct::Thread(thread::current())
+        }
+    }
+}
+
+/// A waiter held outside any lock and woken at most once per
+/// registration by whoever completes what it waits for (the owner's
+/// waiter in a join packet's inline slot, `task::packet`): plain pointers
+/// to a fiber's task and runtime, or a thread's handle.
+///
+/// No reference is counted, so the holder's protocol must keep the fiber
+/// inside its wait, and with it its task and runtime alive, from the
+/// moment it may read the waiter until it is done waking it (a packet's
+/// completer: between its `fetch_or(DONE)` and its `WOKEN` store, which
+/// the owner waits for before it leaves its wait; `task::packet`'s docs).
+/// That is [`Direct::wake`]'s contract.
+pub(crate) enum Direct {
+    Fiber { task: *const Task, shared: *const Shared },
+    Thread(Thread),
+}
+
+impl Direct {
+    /// The caller (see [`Me::direct`]).
+    #[inline]
+    pub(crate) fn current() -> Direct {
+        Me::current().direct()
+    }
+
+    /// The same waiter (a fiber by its task, a thread by its id).
+    pub(crate) fn same(&self, o: &Direct) -> bool {
+        match (self, o) {
+            (Direct::Fiber { task: a, .. }, Direct::Fiber { task: b, .. }) => std::ptr::eq(*a, *b),
+            (Direct::Thread(a), Direct::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+
+    /// Wake the waiter (a token if it is not parked yet).
+    ///
+    /// # Safety
+    /// For `Fiber`: the waiter is inside its wait, so the task and the
+    /// runtime the pointers name are alive (the holder's protocol, type
+    /// docs).
+    #[inline]
+    pub(crate) unsafe fn wake(&self) {
+        match self {
+            Direct::Fiber { task, shared } => {
+                // SAFETY: alive (caller); `task` is `Me::current`'s
+                // pointer of the running fiber's `Arc<Task>`.
+                if let Some(t) = unsafe { notify_parked(*task) } {
+                    // SAFETY: `shared` is `Arc::as_ptr` of the waiter's
+                    // live runtime (caller); `ManuallyDrop` keeps its count.
+                    let s = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(*shared) });
+                    s.reschedule(t);
+                }
+            }
+            Direct::Thread(t) => unpark_thread(t),
+        }
+    }
+}
+
+/// A fiber's wake-up step, for every waiter kind: move it out of `PARKED`
+/// (`Task::transition_to_notified`). Winning `PARKED -> QUEUED` hands over
+/// the reference the parked task held on itself (`fiber::task`, step 5),
+/// returned here for the caller to push to a run queue; `None` when the
+/// fiber has not parked yet (it keeps a token) or is being destroyed.
+///
+/// # Safety
+/// `task` is the pointer of a live `Arc<Task>`.
+#[inline]
+unsafe fn notify_parked(task: *const Task) -> Option<TaskRef> {
+    // SAFETY: alive (caller).
+    if unsafe { (*task).transition_to_notified() } {
+        // SAFETY: we won `PARKED -> QUEUED`, so we own the reference the
+        // parked task held on itself, made by `Arc` from `task` (caller).
+        Some(unsafe { Arc::from_raw(task) })
+    } else {
+        None
+    }
+}
+
+/// A thread's wake-up step, for every waiter kind (a token if it has not
+/// parked yet).
+#[inline]
+fn unpark_thread(t: &Thread) {
+    crate::runtime::deadlock::note_thread_wake();
+    t.unpark();
 }
 
 /// The caller as a waiter: its own handle and the entry's. The flag is
@@ -295,7 +390,7 @@ pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
         let shared = unsafe { SharedRef::borrowed(me.shared) };
         (node, Waker { kind: WakerKind::Fiber { task, shared, run: None, local: std::ptr::null() } })
     } else {
-        let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: crate::loom::thread::current() });
+        let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: thread::current() });
         (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
     }
 }
