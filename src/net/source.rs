@@ -93,11 +93,12 @@ impl<S: Source + AsRawFd> IoSource<S> {
     ) -> io::Result<usize> {
         let timeout = self.timeout(d);
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        // A short result is not taken as "drained" yet: the edge that
-        // reported the data may also have carried the peer's FIN or an
-        // error, which no later event repeats.
-        let _ = len;
-        self.do_io_until(d, deadline, timeout, &mut op, |_: &usize| false)
+        // A short transfer (some bytes, fewer than asked) drained the
+        // direction, as tokio takes it: the next call waits for an event
+        // instead of failing a syscall first. Not once an event carried
+        // the peer's close or an error (`do_io_until` checks): no later
+        // event repeats those, so the next call must try the syscall.
+        self.do_io_until(d, deadline, timeout, &mut op, |n: &usize| *n > 0 && *n < len)
     }
 
     /// `do_io` with an explicit deadline (`None`: wait forever); `short`
@@ -120,7 +121,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
                 r => return r,
             },
             Some(reg) => {
-                let seen = reg.io.seq(d);
+                let (seen, closed) = reg.io.seq(d);
                 if !self.is_drained(d, seen) {
                     match op(&self.sock) {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -129,7 +130,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         r => {
-                            if r.as_ref().is_ok_and(&short) {
+                            if !closed && r.as_ref().is_ok_and(&short) {
                                 self.mark_drained(d, seen);
                             }
                             return r;
@@ -208,7 +209,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
         short: &impl Fn(&R) -> bool,
     ) -> io::Result<R> {
         loop {
-            let seen = reg.io.seq(d);
+            let (seen, closed) = reg.io.seq(d);
             // Known drained since `seen`: wait for the next event instead.
             if !self.is_drained(d, seen) {
                 match op(&self.sock) {
@@ -218,7 +219,7 @@ impl<S: Source + AsRawFd> IoSource<S> {
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     r => {
-                        if r.as_ref().is_ok_and(short) {
+                        if !closed && r.as_ref().is_ok_and(short) {
                             self.mark_drained(d, seen);
                         }
                         return r;

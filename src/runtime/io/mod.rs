@@ -58,6 +58,10 @@ struct IoState {
     seq: [u64; 2],
     /// Fibers parked until the next event of the direction.
     waiters: [Vec<TaskRef>; 2],
+    /// An event of the direction carried the peer's close or an error:
+    /// a short transfer no longer means "drained" (no later event repeats
+    /// the close). Sticky.
+    closed: [bool; 2],
 }
 
 /// The readiness record of one registered socket.
@@ -66,9 +70,11 @@ pub(crate) struct ScheduledIo {
 }
 
 impl ScheduledIo {
-    /// The direction's event count (read before trying the syscall).
-    pub(crate) fn seq(&self, d: Dir) -> u64 {
-        lock(&self.state).seq[d as usize]
+    /// The direction's event count (read before trying the syscall), and
+    /// whether an event of it carried a close or an error so far.
+    pub(crate) fn seq(&self, d: Dir) -> (u64, bool) {
+        let s = lock(&self.state);
+        (s.seq[d as usize], s.closed[d as usize])
     }
 
     /// Register `task` as waiting for the next event of `d` unless one came
@@ -94,10 +100,14 @@ impl ScheduledIo {
         }
     }
 
-    fn ready(&self, reactor: &Reactor, read: bool, write: bool, out: &mut Vec<TaskRef>) {
+    fn ready(&self, reactor: &Reactor, ev: &mio::event::Event, out: &mut Vec<TaskRef>) {
+        let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+        let write = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+        let closed = [ev.is_read_closed() || ev.is_error(), ev.is_write_closed() || ev.is_error()];
         let mut s = lock(&self.state);
         for (d, on) in [(Dir::Read, read), (Dir::Write, write)] {
             if on {
+                s.closed[d as usize] |= closed[d as usize];
                 s.seq[d as usize] += 1;
                 let n = s.waiters[d as usize].len();
                 if n != 0 {
@@ -232,9 +242,7 @@ impl Reactor {
                 continue;
             }
             if let Some(io) = map.get(&ev.token().0) {
-                let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                let write = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-                io.ready(self, read, write, out);
+                io.ready(self, ev, out);
             }
         }
     }
