@@ -2,9 +2,10 @@
 //! on `numafiber::net`.
 //!
 //! ```text
-//! cargo run --release --example echo_server -- [ADDR] [WORKERS]
+//! cargo run --release --example echo_server -- [ADDR] [WORKERS] [pin]
 //! ```
-//! ADDR defaults to 127.0.0.1:7000; WORKERS to one per PU. Stops after
+//! ADDR defaults to 127.0.0.1:7000; WORKERS to one per PU; `pin` pins each
+//! worker to its PU (not done by default for this server). Stops after
 //! `NUMAFIBER_ECHO_MAX_CONNS` connections if that is set (for scripts).
 
 use std::io::{Read, Write};
@@ -15,7 +16,20 @@ use numafiber::{fiber, Runtime};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let addr = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:7000".to_string());
-    let mut b = Runtime::builder();
+    // A server's workers are not pinned to a PU each: a worker asleep in
+    // `epoll_wait` on a PU of its own must be woken on that PU for every
+    // request, where the kernel would otherwise wake it on the CPU of the
+    // thread that sent the request (figures: BENCHMARKS.md, "Servers:
+    // pinning"). `pin` as the third argument pins them.
+    let pin = match args.get(3).map(String::as_str) {
+        None => false,
+        Some("pin") => true,
+        Some(x) => {
+            eprintln!("echo_server: the third argument may only be `pin`, got {x:?}");
+            std::process::exit(2);
+        }
+    };
+    let mut b = Runtime::builder().pin_workers(pin);
     if let Some(w) = args.get(2) {
         match w.parse::<usize>() {
             Ok(n) if n > 0 => b = b.workers(n),

@@ -5,7 +5,7 @@
 //! delayed ACK under Nagle's algorithm).
 //!
 //! ```text
-//! cargo run --release --example http_hello -- [ADDR [WORKERS]]     # then: curl http://127.0.0.1:8080/
+//! cargo run --release --example http_hello -- [ADDR [WORKERS [pin]]]     # then: curl http://127.0.0.1:8080/
 //! ```
 //! Stops after `NUMAFIBER_HTTP_MAX_CONNS` connections if that is set.
 
@@ -68,7 +68,20 @@ fn serve(s: TcpStream) -> std::io::Result<()> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let addr = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:8080".to_string());
-    let mut b = Runtime::builder();
+    // A server's workers are not pinned to a PU each: a worker asleep in
+    // `epoll_wait` on a PU of its own must be woken on that PU for every
+    // request, where the kernel would otherwise wake it on the CPU of the
+    // thread that sent the request (figures: BENCHMARKS.md, "Servers:
+    // pinning"). `pin` as the third argument pins them.
+    let pin = match args.get(3).map(String::as_str) {
+        None => false,
+        Some("pin") => true,
+        Some(x) => {
+            eprintln!("http_hello: the third argument may only be `pin`, got {x:?}");
+            std::process::exit(2);
+        }
+    };
+    let mut b = Runtime::builder().pin_workers(pin);
     if let Some(w) = args.get(2) {
         match w.parse::<usize>() {
             Ok(n) if n > 0 => b = b.workers(n),

@@ -82,9 +82,14 @@ else
 fi
 
 # name|kind|command (@PORT@ and @W@ are substituted)
+# numafiber's server examples leave their workers unpinned (the README's
+# advice for servers); numafiber_pinned is the same binary with each worker
+# pinned to its PU (the runtime's default).
 SERVERS=(
     "numafiber|http|$NF/http_hello 127.0.0.1:@PORT@ @W@"
     "numafiber|echo|$NF/echo_server 127.0.0.1:@PORT@ @W@"
+    "numafiber_pinned|http|$NF/http_hello 127.0.0.1:@PORT@ @W@ pin"
+    "numafiber_pinned|echo|$NF/echo_server 127.0.0.1:@PORT@ @W@ pin"
 )
 if [ -n "${BASE:-}" ]; then
     if [ -x "$BASE/http_hello" ] && [ -x "$BASE/echo_server" ]; then
