@@ -746,7 +746,8 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
     let shut_down = *guard;
     let now = if ins.now_ms() != 0 { ins.tick() } else { 0 };
     let mut fibers: Vec<FiberDump> = Vec::new();
-    let mut tasks: Vec<TaskRef> = Vec::new();
+    // Each listed fiber's stack (low end, size), beside `fibers`.
+    let mut stacks: Vec<(usize, usize)> = Vec::new();
     let mut workers = Vec::with_capacity(shared.workers.len());
     let mut not_listed = 0usize;
     for (i, w) in shared.workers.iter().enumerate() {
@@ -785,15 +786,24 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
         });
         if let Some(t) = running {
             fibers.push(fiber_of(shared, &t, FiberState::Running, running_for, now));
-            tasks.push(t);
+            stacks.push(stack_of(&t));
         }
     }
     drop(guard);
     let nrunning = fibers.len();
-    let mut registered = shared.registry.snapshot();
-    registered.sort_unstable_by_key(|t| t.id);
-    for t in registered {
-        if tasks[..nrunning].iter().any(|r| r.id == t.id) {
+    // Read every registered task once, in id order: the ids are sorted
+    // beside their places in the snapshot (no task is touched by the
+    // sort), and each task's reference is dropped right after it is read
+    // (its line is still in cache).
+    let mut registered: Vec<Option<TaskRef>> = shared.registry.snapshot().into_iter().map(Some).collect();
+    let mut order: Vec<(u64, u32)> =
+        registered.iter().enumerate().filter_map(|(i, t)| Some((t.as_ref()?.id, i as u32))).collect();
+    order.sort_unstable();
+    fibers.reserve(order.len());
+    stacks.reserve(order.len());
+    for (id, i) in order {
+        let Some(t) = registered[i as usize].take() else { continue };
+        if fibers[..nrunning].iter().any(|r| r.id == id) {
             continue;
         }
         let state = match t.lifecycle() {
@@ -810,10 +820,10 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             _ => continue, // finished meanwhile
         };
         fibers.push(fiber_of(shared, &t, state, None, now));
-        tasks.push(t);
+        stacks.push(stack_of(&t));
     }
-    memory::fill(&mut fibers, &tasks, shared.stack_mode);
-    drop(tasks);
+    drop(registered);
+    memory::fill(&mut fibers, &stacks, shared.stack_mode);
     let mut nodes: Vec<NodeDump> = Vec::new();
     for (i, w) in shared.workers.iter().enumerate() {
         match nodes.iter_mut().find(|n| n.node == w.slot.node) {
@@ -835,6 +845,12 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
         took: start.elapsed(),
         shut_down,
     }
+}
+
+/// A task's stack as `memory::fill` reads it: (low end, 0 while it has
+/// none; requested size).
+fn stack_of(t: &Task) -> (usize, usize) {
+    (t.stack_lo.load(Relaxed), t.stack_size)
 }
 
 fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Duration>, now: u64) -> FiberDump {
