@@ -21,6 +21,9 @@ pub struct Grouped<'a> {
 
 type Site = Option<&'static Location<'static>>;
 
+/// A group's key with its sites by address (`Grouped::groups`).
+type PtrKey = (FiberState, Option<WaitKind>, usize, usize);
+
 #[derive(PartialEq, Eq, Hash, Clone, Copy)]
 struct Key {
     state: FiberState,
@@ -41,8 +44,8 @@ impl<'a> Grouped<'a> {
         // neighbours in id order mostly share a key), then merged by value:
         // one call site may have more than one `Location`.
         let ptr = |s: Site| s.map_or(0, |l| l as *const Location<'static> as usize);
-        let mut by_ptr: HashMap<(FiberState, Option<WaitKind>, usize, usize), (usize, Key)> = HashMap::new();
-        let mut last: Option<((FiberState, Option<WaitKind>, usize, usize), usize)> = None;
+        let mut by_ptr: HashMap<PtrKey, (usize, Key)> = HashMap::new();
+        let mut last: Option<(PtrKey, usize)> = None;
         for f in &self.dump.fibers {
             let wait = f.wait.map(|w| w.kind);
             let p = (f.state, wait, ptr(f.wait_site), ptr(f.spawn_site));

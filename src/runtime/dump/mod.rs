@@ -44,6 +44,32 @@
 //! [`Dump::grouped`] folds the fibers by state, wait and call site, with
 //! counts: the form to read when there are thousands.
 //!
+//! # Backtraces of parked fibers
+//!
+//! While [`Runtime::set_park_backtraces`](crate::Runtime::set_park_backtraces)
+//! is on, each wait a fiber begins captures a backtrace, and a parked
+//! fiber's block gains
+//!
+//! ```text
+//!     backtrace of the wait:
+//!        0: numafiber::runtime::wait::Node::set_wait_reason
+//!                  at ./src/runtime/wait.rs:314:13
+//!        ...
+//!        4: server::read_request
+//!                  at ./src/server.rs:88:17
+//!        5: server::main::{{closure}}
+//!                  at ./src/server.rs:41:29
+//!          (the fiber's start in the runtime)
+//! ```
+//!
+//! from the runtime's waiting code down to the fiber's closure (the frames
+//! of the capture itself and of the runtime code that starts the fiber are
+//! left out; [`FiberDump::backtrace`] has them all). A fiber that began its
+//! wait before capture was turned on shows none until it waits again; the
+//! trace shown is always the one of the wait the fiber is in (same call
+//! site and object). Function names and lines need debug information in
+//! the binary.
+//!
 //! # What is a snapshot and what may be stale
 //!
 //! A dump is taken while the runtime runs; nothing stops. Each fiber's
@@ -69,6 +95,7 @@ mod grouped;
 mod memory;
 pub(crate) mod running;
 pub(crate) mod signal;
+pub(crate) mod trace;
 
 use std::fmt;
 use std::panic::Location;
@@ -129,6 +156,7 @@ pub struct FiberDump {
     age: Option<Duration>,
     running_for: Option<Duration>,
     migrated: (u32, u32),
+    backtrace: Option<Arc<trace::ParkBacktrace>>,
 }
 
 /// What a fiber is doing.
@@ -464,6 +492,14 @@ impl FiberDump {
     pub fn migrated_remote(&self) -> u32 {
         self.migrated.1
     }
+    /// For a parked fiber, while the runtime captures park backtraces
+    /// ([`Runtime::set_park_backtraces`](crate::Runtime::set_park_backtraces)):
+    /// the stack of calls that led to its wait, captured when it began
+    /// waiting. `None` when capture is off, or the fiber began its current
+    /// wait before capture was turned on.
+    pub fn backtrace(&self) -> Option<&std::backtrace::Backtrace> {
+        self.backtrace.as_deref().map(|b| &b.trace)
+    }
 }
 
 impl WorkerDump {
@@ -654,6 +690,10 @@ impl fmt::Display for FiberDump {
         if let Some(l) = self.spawn_site {
             writeln!(f, "    spawned at {l}")?;
         }
+        if let Some(b) = self.backtrace() {
+            writeln!(f, "    backtrace of the wait:")?;
+            trace::write_trimmed(f, b, "    ")?;
+        }
         write!(f, "    worker {} (node {})", self.worker, self.node)?;
         match (self.stack_node, self.stack_touched) {
             (Some(n), Some(b)) => write!(f, "; stack on node {n}, {} touched", Bytes(b))?,
@@ -682,6 +722,8 @@ pub(crate) struct Insight {
     pub(crate) monitor: crate::runtime::monitor::MonitorShared,
     /// The runtime's name (for reports).
     pub(crate) name: std::sync::OnceLock<String>,
+    /// Backtraces at park points are captured (`trace`).
+    pub(crate) traces: trace::TraceSwitch,
 }
 
 impl Insight {
@@ -692,6 +734,7 @@ impl Insight {
             origin: Instant::now(),
             monitor: crate::runtime::monitor::MonitorShared::new(),
             name: std::sync::OnceLock::new(),
+            traces: trace::TraceSwitch::new(),
         }
     }
 
@@ -866,11 +909,17 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
         None
     };
     let worker = t.last_worker().min(shared.workers.len().saturating_sub(1));
+    let wait_site = wait.as_ref().and_then(|_| t.wait_site());
+    // Only a trace of the wait the fiber is in now (`trace`, rules).
+    let backtrace = match (wait_site, shared.insight.traces.is_on()) {
+        (Some(site), true) => t.park_trace.peek().filter(|b| std::ptr::eq(b.site, site) && b.obj == obj),
+        _ => None,
+    };
     FiberDump {
         id: t.id,
         name: t.name.clone(),
         state,
-        wait_site: wait.as_ref().and_then(|_| t.wait_site()),
+        wait_site,
         wait,
         spawn_site: t.spawn_site,
         worker,
@@ -880,5 +929,6 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
         age: shared.insight.age(u64::from(t.born_ms), now),
         running_for,
         migrated: t.migrations(),
+        backtrace,
     }
 }
