@@ -70,6 +70,16 @@
 //! site and object). Function names and lines need debug information in
 //! the binary.
 //!
+//! # The `tracing` feature
+//!
+//! Built with the cargo feature `tracing`, each spawned fiber gets a
+//! TRACE-level span `numafiber.fiber` (target `numafiber::fiber`; fields
+//! `fiber.id`, `fiber.name`, `worker`, `node`, `spawn.file`,
+//! `spawn.line`, `spawn.column`), entered on the thread that runs it and
+//! exited before each suspension, with the events `park` (`wait`,
+//! `wait.file`, `wait.line`), `yield` and `resume` (`worker`, `migrated`)
+//! inside it. Without the feature none of it is compiled.
+//!
 //! # What is a snapshot and what may be stale
 //!
 //! A dump is taken while the runtime runs; nothing stops. Each fiber's
@@ -96,6 +106,8 @@ mod memory;
 pub(crate) mod running;
 pub(crate) mod signal;
 pub(crate) mod trace;
+#[cfg(feature = "tracing")]
+pub(crate) mod fiber_tracing;
 
 use std::fmt;
 use std::panic::Location;
@@ -245,7 +257,7 @@ pub enum WaitKind {
 }
 
 impl WaitKind {
-    fn from_raw(k: u8) -> Option<WaitKind> {
+    pub(crate) fn from_raw(k: u8) -> Option<WaitKind> {
         use wait_kind as w;
         Some(match k {
             w::NONE => return None,
