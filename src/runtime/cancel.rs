@@ -122,8 +122,9 @@ pub(crate) fn run_main<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
     } else {
         catch_unwind(AssertUnwindSafe(f))
     };
-    #[cfg(feature = "tracing")]
     if let Some(t) = task {
+        crate::runtime::dump::trace::at_end(t);
+        #[cfg(feature = "tracing")]
         crate::runtime::dump::fiber_tracing::fiber_end(t);
     }
     match task {

@@ -7,7 +7,8 @@
 //! * The span (`numafiber.fiber`, target `numafiber::fiber`, level TRACE;
 //!   fields `fiber.id`, `fiber.name`, `worker`, `node`, `spawn.file`,
 //!   `spawn.line`, `spawn.column`) is created when a spawned fiber starts
-//!   running (`cancel::run_main`) and kept in its task.
+//!   running (`cancel::run_main`) and kept among its fiber-locals, under a
+//!   key of the runtime's own (no task field: the task's size is bounded).
 //! * It is entered on the thread that runs the fiber and exited before the
 //!   fiber suspends (`park::suspend_task`), then entered again when the
 //!   fiber resumes, on whatever thread that is: a subscriber's per-thread
@@ -19,29 +20,31 @@
 //!   waker's side (`wake`, in the waker's span) and steals (`steal`,
 //!   target `numafiber::steal`) have their hooks here for `Shared::wake`
 //!   and the worker loop.
-//! * Only the fiber itself touches its span (its task's run permission).
-
-use std::cell::UnsafeCell;
+//! * Only the fiber itself touches its span (fiber-locals, rule 5).
 
 use tracing::Span;
 
 use crate::runtime::context;
+use crate::runtime::task::locals::LocalMap;
 use crate::runtime::task::{Suspend, Task};
 
-/// The span of a fiber, in its task; only the fiber touches it.
-pub(crate) struct FiberSpan(UnsafeCell<Option<Box<Span>>>);
+/// The key of a fiber's span among its fiber-locals (an address no
+/// `FiberLocal` static has).
+static SPAN_KEY: u8 = 0;
 
-impl FiberSpan {
-    pub(crate) const fn new() -> FiberSpan {
-        FiberSpan(UnsafeCell::new(None))
-    }
+fn key() -> usize {
+    &SPAN_KEY as *const u8 as usize
+}
 
-    /// The span, if the fiber has one. Called by the fiber itself only.
-    fn get(&self) -> Option<&Span> {
-        // SAFETY: only the running fiber reads or writes its own span (module
-        // rules), so no write can overlap this read.
-        unsafe { (*self.0.get()).as_deref() }
-    }
+/// The fiber's span, if it has one.
+fn span_of(t: &Task) -> Option<&Span> {
+    // SAFETY: only the running fiber touches its own locals (`task::locals`,
+    // rule 5), and it is the caller; no `&mut` to them is alive.
+    let map: Option<&LocalMap> = unsafe { (*t.locals.get()).as_deref() };
+    let p = map?.get(key())?;
+    // SAFETY: a value of the fiber's map, alive until the fiber removes it
+    // (`fiber_end`) or ends; read here by the fiber itself.
+    unsafe { &*p }.downcast_ref::<Span>()
 }
 
 fn where_now() -> (Option<usize>, Option<usize>) {
@@ -71,14 +74,19 @@ pub(crate) fn fiber_start(t: &Task) {
         return;
     }
     span.with_subscriber(|(id, d)| d.enter(id));
-    // SAFETY: the fiber itself, at its start (module rules).
-    unsafe { *t.tracing_span.0.get() = Some(Box::new(span)) };
+    // SAFETY: the fiber's own locals, at its start (`task::locals`, rule
+    // 5); no other borrow of them is alive.
+    let slot = unsafe { &mut *t.locals.get() };
+    slot.get_or_insert_with(Default::default).push(key(), Box::new(span));
 }
 
 /// The fiber ends (its closure returned or unwound): exit and drop its span.
 pub(crate) fn fiber_end(t: &Task) {
-    // SAFETY: the fiber itself (module rules).
-    if let Some(span) = unsafe { (*t.tracing_span.0.get()).take() } {
+    // SAFETY: the fiber's own locals, after its closure (`task::locals`,
+    // rule 5); no other borrow of them is alive.
+    let slot = unsafe { &mut *t.locals.get() };
+    let Some(span) = slot.as_mut().and_then(|m| m.remove(key())) else { return };
+    if let Some(span) = span.downcast_ref::<Span>() {
         span.with_subscriber(|(id, d)| d.exit(id));
     }
 }
@@ -86,7 +94,7 @@ pub(crate) fn fiber_end(t: &Task) {
 /// The fiber is about to suspend for `reason`: the event, then exit the span.
 #[inline]
 pub(crate) fn before_suspend(t: &Task, reason: &Suspend) {
-    let Some(span) = t.tracing_span.get() else { return };
+    let Some(span) = span_of(t) else { return };
     match reason {
         Suspend::Park => {
             let kind = crate::runtime::dump::WaitKind::from_raw(t.wait_kind.load(std::sync::atomic::Ordering::Relaxed));
@@ -108,7 +116,7 @@ pub(crate) fn before_suspend(t: &Task, reason: &Suspend) {
 /// the event.
 #[inline]
 pub(crate) fn after_resume(t: &Task, was_on: Option<usize>) {
-    let Some(span) = t.tracing_span.get() else { return };
+    let Some(span) = span_of(t) else { return };
     span.with_subscriber(|(id, d)| d.enter(id));
     let (worker, _) = where_now();
     tracing::trace!(target: "numafiber::fiber", worker, migrated = worker != was_on, "resume");

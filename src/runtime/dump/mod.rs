@@ -735,7 +735,7 @@ pub(crate) struct Insight {
     /// The runtime's name (for reports).
     pub(crate) name: std::sync::OnceLock<String>,
     /// Backtraces at park points are captured (`trace`).
-    pub(crate) traces: trace::TraceSwitch,
+    pub(crate) traces: trace::Traces,
 }
 
 impl Insight {
@@ -746,7 +746,7 @@ impl Insight {
             origin: Instant::now(),
             monitor: crate::runtime::monitor::MonitorShared::new(),
             name: std::sync::OnceLock::new(),
-            traces: trace::TraceSwitch::new(),
+            traces: trace::Traces::new(),
         }
     }
 
@@ -879,6 +879,18 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
     }
     drop(registered);
     memory::fill(&mut fibers, &stacks, shared.stack_mode);
+    if ins.traces.is_on() {
+        ins.traces.with_map(|map| {
+            for f in fibers.iter_mut() {
+                let (Some(w), Some(site)) = (f.wait, f.wait_site) else { continue };
+                // Only a trace of the wait the fiber is in now (`trace`, rules).
+                f.backtrace = map
+                    .get(&f.id)
+                    .filter(|b| *b.site == *site && (w.kind == WaitKind::Sleep || b.obj == w.object))
+                    .cloned();
+            }
+        });
+    }
     let mut nodes: Vec<NodeDump> = Vec::new();
     for (i, w) in shared.workers.iter().enumerate() {
         match nodes.iter_mut().find(|n| n.node == w.slot.node) {
@@ -922,11 +934,6 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
     };
     let worker = t.last_worker().min(shared.workers.len().saturating_sub(1));
     let wait_site = wait.as_ref().and_then(|_| t.wait_site());
-    // Only a trace of the wait the fiber is in now (`trace`, rules).
-    let backtrace = match (wait_site, shared.insight.traces.is_on()) {
-        (Some(site), true) => t.park_trace.peek().filter(|b| std::ptr::eq(b.site, site) && b.obj == obj),
-        _ => None,
-    };
     FiberDump {
         id: t.id,
         name: t.name.clone(),
@@ -941,6 +948,6 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
         age: shared.insight.age(u64::from(t.born_ms), now),
         running_for,
         migrated: t.migrations(),
-        backtrace,
+        backtrace: None,
     }
 }

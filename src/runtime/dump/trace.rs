@@ -2,25 +2,26 @@
 //! has turned them on ([`Runtime::set_park_backtraces`](crate::Runtime::set_park_backtraces)).
 //!
 //! Rules:
-//! * Off (the default), a park pays one relaxed load of a process-wide
-//!   count (runtimes with capture on) and a branch: nothing else.
+//! * Off (the default), a wait record and a fiber's end each pay one
+//!   relaxed load of a process-wide count (runtimes with capture on) and a
+//!   branch: nothing else, and no task field.
 //! * On, every wait of a fiber of that runtime captures
 //!   `std::backtrace::Backtrace::force_capture()` (tens of microseconds:
-//!   a diagnosis setting) when it records its wait reason, into its task.
-//! * A task holds at most one trace, behind one pointer (an
-//!   `Arc::into_raw`, null for none). The fiber swaps a new one in; a dump
-//!   swaps it out, clones the `Arc` and puts it back unless the fiber has
-//!   put a newer one meanwhile: each pointer has exactly one owner at every
-//!   instant, so no trace is freed while read.
+//!   a diagnosis setting) when it records its wait reason, into the
+//!   runtime's map by fiber id (`Traces`), replacing the fiber's previous
+//!   one. The entry goes when the fiber ends (`cancel::run_main`), and
+//!   every entry when capture is turned off (under the map's lock, which
+//!   a capture also takes to check the switch: none is left behind).
 //! * A dump shows a fiber's trace only if it was taken at the wait the
-//!   fiber is in now (same site and object), and only while capture is on.
+//!   fiber is in now (same site, and same object except for a sleep), and
+//!   only while capture is on.
 
 use std::backtrace::Backtrace;
+use std::collections::HashMap;
 use std::panic::Location;
-use std::ptr;
 use std::sync::atomic::Ordering::*;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
 
 use crate::runtime::task::Task;
 
@@ -35,82 +36,60 @@ pub(crate) struct ParkBacktrace {
     pub(crate) trace: Backtrace,
 }
 
-/// The trace slot of a task (module rules).
-pub(crate) struct TraceSlot(AtomicPtr<ParkBacktrace>);
-
-impl TraceSlot {
-    pub(crate) const fn new() -> TraceSlot {
-        TraceSlot(AtomicPtr::new(ptr::null_mut()))
-    }
-
-    /// Put `t` in, dropping the trace it replaces.
-    fn put(&self, t: Arc<ParkBacktrace>) {
-        let old = self.0.swap(Arc::into_raw(t).cast_mut(), AcqRel);
-        if !old.is_null() {
-            // SAFETY: a non-null pointer in the slot is an `Arc::into_raw`
-            // whose count the slot owned; the swap gave it to us.
-            drop(unsafe { Arc::from_raw(old) });
-        }
-    }
-
-    /// A clone of the trace in the slot, left in place (module rules).
-    pub(crate) fn peek(&self) -> Option<Arc<ParkBacktrace>> {
-        let p = self.0.swap(ptr::null_mut(), AcqRel);
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: as in `put`: the swap made us the owner of this count.
-        let mine = unsafe { Arc::from_raw(p) };
-        let copy = mine.clone();
-        let back = Arc::into_raw(mine).cast_mut();
-        if self.0.compare_exchange(ptr::null_mut(), back, AcqRel, Relaxed).is_err() {
-            // SAFETY: the CAS failed, so `back` is still ours alone.
-            drop(unsafe { Arc::from_raw(back) });
-        }
-        Some(copy)
-    }
+/// Per runtime (in `Insight`): the switch and the traces by fiber id.
+pub(crate) struct Traces {
+    on: AtomicBool,
+    map: Mutex<HashMap<u64, Arc<ParkBacktrace>>>,
 }
 
-impl Drop for TraceSlot {
-    fn drop(&mut self) {
-        let p = *self.0.get_mut();
-        if !p.is_null() {
-            // SAFETY: the slot owns the count of its non-null pointer.
-            drop(unsafe { Arc::from_raw(p) });
-        }
-    }
-}
-
-/// Per runtime: capture is on (in `Insight`).
-pub(crate) struct TraceSwitch(AtomicBool);
-
-impl TraceSwitch {
-    pub(crate) const fn new() -> TraceSwitch {
-        TraceSwitch(AtomicBool::new(false))
+impl Traces {
+    pub(crate) fn new() -> Traces {
+        Traces { on: AtomicBool::new(false), map: Mutex::new(HashMap::new()) }
     }
 
     pub(crate) fn is_on(&self) -> bool {
-        self.0.load(Relaxed)
+        self.on.load(Relaxed)
     }
 
-    /// Turn capture on or off; keeps the process-wide count.
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ParkBacktrace>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turn capture on or off (off drops every trace); keeps the
+    /// process-wide count.
     pub(crate) fn set(&self, on: bool) {
-        match (self.0.swap(on, Relaxed), on) {
+        let mut map = self.map();
+        match (self.on.swap(on, Relaxed), on) {
             (false, true) => {
                 ANY_ON.fetch_add(1, Relaxed);
             }
             (true, false) => {
                 ANY_ON.fetch_sub(1, Relaxed);
+                *map = HashMap::new();
             }
             _ => {}
         }
     }
+
+    /// Read the traces by fiber id (under the lock).
+    pub(crate) fn with_map<R>(&self, f: impl FnOnce(&HashMap<u64, Arc<ParkBacktrace>>) -> R) -> R {
+        f(&self.map())
+    }
 }
 
-impl Drop for TraceSwitch {
+impl Drop for Traces {
     fn drop(&mut self) {
         self.set(false);
     }
+}
+
+/// The running worker's `Shared`, if any.
+fn current_traces<'a>() -> Option<&'a Traces> {
+    let shared = crate::runtime::context::current_shared_ptr();
+    // SAFETY: a non-null pointer is the running worker's `Shared`, alive
+    // while the calling fiber runs on it (the caller uses it only until
+    // it returns).
+    (!shared.is_null()).then(|| &unsafe { &*shared }.insight.traces)
 }
 
 /// At a fiber's wait record (its own task `t`): capture a trace if its
@@ -128,13 +107,32 @@ fn capture(t: &Task, kind: u8, obj: u64, site: &'static Location<'static>) {
     if kind == crate::runtime::task::wait_kind::NONE {
         return;
     }
-    let shared = crate::runtime::context::current_shared_ptr();
-    // SAFETY: a non-null pointer is the running worker's `Shared`, alive
-    // while this fiber runs on it.
-    if shared.is_null() || !unsafe { &*shared }.insight.traces.is_on() {
+    let Some(traces) = current_traces() else { return };
+    if !traces.is_on() {
         return;
     }
-    t.park_trace.put(Arc::new(ParkBacktrace { site, obj, trace: Backtrace::force_capture() }));
+    let b = Arc::new(ParkBacktrace { site, obj, trace: Backtrace::force_capture() });
+    let mut map = traces.map();
+    if traces.is_on() {
+        map.insert(t.id, b);
+    }
+}
+
+/// A fiber ends (its own task `t`): drop its trace. One load and a branch
+/// while no runtime captures.
+#[inline]
+pub(crate) fn at_end(t: &Task) {
+    if ANY_ON.load(Relaxed) != 0 {
+        forget(t.id);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn forget(id: u64) {
+    if let Some(traces) = current_traces() {
+        traces.map().remove(&id);
+    }
 }
 
 /// Write `bt` as `Backtrace`'s `Display` does, each line after `indent`,

@@ -200,12 +200,6 @@ pub(crate) struct Task {
     wait_site: AtomicPtr<Location<'static>>,
     /// The user call that spawned the fiber (`None`: the runtime did).
     pub(crate) spawn_site: Option<&'static Location<'static>>,
-    /// Backtrace of the fiber's last wait, while its runtime captures them
-    /// (`runtime::dump::trace`): one pointer, null while none.
-    pub(crate) park_trace: crate::runtime::dump::trace::TraceSlot,
-    /// The fiber's `tracing` span (`runtime::dump::fiber_tracing`).
-    #[cfg(feature = "tracing")]
-    pub(crate) tracing_span: crate::runtime::dump::fiber_tracing::FiberSpan,
     /// The runtime's coarse clock at spawn (`runtime::dump::Insight`;
     /// 0: the clock was not running), for the fiber's age in dumps.
     pub(crate) born_ms: u32,
@@ -360,9 +354,6 @@ impl NewTask {
             wait_obj: AtomicU64::new(0),
             wait_site: AtomicPtr::new(std::ptr::null_mut()),
             spawn_site: self.spawn_site,
-            park_trace: crate::runtime::dump::trace::TraceSlot::new(),
-            #[cfg(feature = "tracing")]
-            tracing_span: crate::runtime::dump::fiber_tracing::FiberSpan::new(),
             born_ms: self.born_ms,
             migrations: AtomicU32::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
@@ -397,9 +388,6 @@ impl NewTask {
             wait_obj,
             wait_site,
             spawn_site,
-            park_trace,
-            #[cfg(feature = "tracing")]
-            tracing_span,
             born_ms,
             migrations,
             wait_signalled,
@@ -426,11 +414,6 @@ impl NewTask {
         *wait_obj = AtomicU64::new(0);
         *wait_site = AtomicPtr::new(std::ptr::null_mut());
         *spawn_site = self.spawn_site;
-        *park_trace = crate::runtime::dump::trace::TraceSlot::new();
-        #[cfg(feature = "tracing")]
-        {
-            *tracing_span = crate::runtime::dump::fiber_tracing::FiberSpan::new();
-        }
         *born_ms = self.born_ms;
         *migrations = AtomicU32::new(0);
         *wait_signalled = crate::loom::sync::atomic::AtomicBool::new(false);
