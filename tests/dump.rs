@@ -148,6 +148,68 @@ fn every_state_and_wait_one_by_one() {
     });
 }
 
+/// Waits on `ev` from a function of its own, whose name the park-point
+/// backtrace must show.
+#[inline(never)]
+fn park_here_for_the_backtrace(ev: &Event) {
+    ev.wait();
+    std::hint::black_box(ev);
+}
+
+/// While park backtraces are on, a parked fiber's dump entry carries the
+/// stack of its wait, naming the function that waits (when the binary has
+/// symbols); off, none is captured or shown.
+#[test]
+fn park_backtraces_name_the_waiting_function() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let ev = Arc::new(Event::new());
+    let t = Instant::now();
+    let wait_parked = |name: &str| loop {
+        let d = rt.dump();
+        let f = d.fibers().find(|f| f.state() == FiberState::Parked && f.name() == Some(name)).cloned();
+        if let Some(f) = f {
+            return (d, f);
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{name} not parked:\n{d}");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let e = ev.clone();
+    let off = fiber::Builder::new().name("off").spawn_on(&rt, move || park_here_for_the_backtrace(&e)).unwrap();
+    let (_, f) = wait_parked("off");
+    assert!(f.backtrace().is_none(), "captured while off:\n{f}");
+
+    rt.set_park_backtraces(true);
+    // Parked before capture was on: still none.
+    let (_, f) = wait_parked("off");
+    assert!(f.backtrace().is_none(), "a wait begun while off has no trace:\n{f}");
+    let e = ev.clone();
+    let on = fiber::Builder::new().name("on").spawn_on(&rt, move || park_here_for_the_backtrace(&e)).unwrap();
+    let (d, f) = wait_parked("on");
+    let bt = f.backtrace().expect("a backtrace while on");
+    let text = bt.to_string();
+    match bt.status() {
+        std::backtrace::BacktraceStatus::Captured => {
+            assert!(!text.trim().is_empty());
+            // Symbols resolve when the binary has debug information (this
+            // crate's test profile has): then the waiting function is named.
+            if text.contains("numafiber::") {
+                assert!(text.contains("park_here_for_the_backtrace"), "{text}");
+            } else {
+                eprintln!("park_backtraces: no symbols in this build, function names not checked");
+            }
+            let shown = d.to_string();
+            assert!(shown.contains("backtrace of the wait:"), "{shown}");
+        }
+        s => eprintln!("park_backtraces: backtraces are not supported here ({s:?})"),
+    }
+    rt.set_park_backtraces(false);
+    let (_, f) = wait_parked("on");
+    assert!(f.backtrace().is_none(), "shown while off:\n{f}");
+    ev.set();
+    off.join().unwrap();
+    on.join().unwrap();
+}
+
 #[test]
 fn grouped_folds_a_thousand_fibers_into_a_few_lines() {
     let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap();

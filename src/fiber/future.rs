@@ -143,6 +143,7 @@ impl Wake for ThreadWaker {
 /// });
 /// assert_eq!(v, 42);
 /// ```
+#[track_caller]
 pub fn block_on_future<F: Future>(fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     match super::park::current_handle() {

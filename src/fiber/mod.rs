@@ -217,6 +217,7 @@ pub fn sleep(d: Duration) {
 /// rt.block_on(|| fiber::sleep_until(deadline));
 /// assert!(Instant::now() >= deadline);
 /// ```
+#[track_caller]
 pub fn sleep_until(deadline: Instant) {
     // `sleep` measures from a later `now`, so this never wakes early.
     if let Some(d) = deadline.checked_duration_since(Instant::now()) {
@@ -277,7 +278,13 @@ where
 /// ```
 #[track_caller]
 pub fn when_all<H: FiberHandle>(handles: Vec<H>) -> Vec<H::Output> {
-    handles.into_iter().map(FiberHandle::await_fiber).collect()
+    // A loop, not `map(..)`: the closure of a `map` would be the caller
+    // `#[track_caller]` sees (the wait site in dumps).
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await_fiber());
+    }
+    out
 }
 
 mod sealed {

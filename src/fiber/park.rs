@@ -36,6 +36,7 @@ pub fn current_handle() -> Option<Fiber> {
 ///     fiber::await_fiber(h);
 /// });
 /// ```
+#[track_caller]
 pub fn park() {
     crate::runtime::park_fiber()
 }
@@ -55,6 +56,7 @@ pub fn park() {
 ///     }
 /// });
 /// ```
+#[track_caller]
 pub fn park_timeout(d: Duration) {
     crate::runtime::park_fiber_timeout(d)
 }

@@ -406,6 +406,36 @@ impl TcpStream {
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
         self.inner.do_stream_io(Dir::Write, buf.len(), |mut s| s.write(buf))
     }
+
+    /// `Read::read_exact` with the caller's line as the wait site (std's
+    /// default method would be the caller the runtime sees); same errors.
+    #[track_caller]
+    fn read_exact_inner(&self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_inner(buf) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer")),
+                Ok(n) => buf = &mut buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `Write::write_all` with the caller's line as the wait site; same
+    /// errors as std's.
+    #[track_caller]
+    fn write_all_inner(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_inner(buf) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "failed to write whole buffer")),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[track_caller]
@@ -446,6 +476,10 @@ impl Read for TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_inner(buf)
     }
+    #[track_caller]
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.read_exact_inner(buf)
+    }
 }
 
 impl Read for &TcpStream {
@@ -453,12 +487,20 @@ impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_inner(buf)
     }
+    #[track_caller]
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.read_exact_inner(buf)
+    }
 }
 
 impl Write for TcpStream {
     #[track_caller]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_inner(buf)
+    }
+    #[track_caller]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write_all_inner(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -469,6 +511,10 @@ impl Write for &TcpStream {
     #[track_caller]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_inner(buf)
+    }
+    #[track_caller]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write_all_inner(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())

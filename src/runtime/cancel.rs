@@ -113,11 +113,20 @@ pub(crate) fn cancel_point(t: &Task) {
 #[inline]
 pub(crate) fn run_main<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
     let task = context::current_task();
+    #[cfg(feature = "tracing")]
+    if let Some(t) = task {
+        crate::runtime::dump::fiber_tracing::fiber_start(t);
+    }
     let r = if task.is_some_and(|t| t.flags_load() & CANCEL != 0) {
         catch_unwind(AssertUnwindSafe(move || drop(f))).and(Err(Box::new(Cancelled) as Box<dyn Any + Send>))
     } else {
         catch_unwind(AssertUnwindSafe(f))
     };
+    if let Some(t) = task {
+        crate::runtime::dump::trace::at_end(t);
+        #[cfg(feature = "tracing")]
+        crate::runtime::dump::fiber_tracing::fiber_end(t);
+    }
     match task {
         Some(t) if !t.is_cancelling() => match (r, end_of_fiber(t)) {
             (Ok(v), Err(p)) => {

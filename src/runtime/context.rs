@@ -192,6 +192,7 @@ pub(crate) fn set_task_wait_reason(t: &Task, kind: u8, obj: u64) {
 /// `set_wait_reason_at` for a caller that knows its own task `t`.
 #[inline]
 pub(crate) fn set_task_wait_reason_at(t: &Task, kind: u8, obj: u64, site: &'static std::panic::Location<'static>) {
+    crate::runtime::dump::trace::at_wait(t, kind, obj, site);
     t.set_wait_site(site);
     t.wait_obj.store(obj, Relaxed);
     t.wait_kind.store(kind, Relaxed);

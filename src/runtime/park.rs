@@ -106,8 +106,19 @@ pub(crate) fn suspend_task(t: *const Task, reason: Suspend) {
     // when the coroutine started.
     let y = unsafe { (*(*t).body_ptr()).yielder };
     debug_assert!(!y.is_null());
+    #[cfg(feature = "tracing")]
+    // SAFETY: `t` is our own task, alive while we run.
+    let was_on = unsafe {
+        crate::runtime::dump::fiber_tracing::before_suspend(&*t, &reason);
+        crate::runtime::dump::fiber_tracing::current_worker()
+    };
     // SAFETY: the yielder lives on this fiber's stack for its whole life.
     unsafe { (*y).suspend(reason) };
+    #[cfg(feature = "tracing")]
+    // SAFETY: as above; we run again.
+    unsafe {
+        crate::runtime::dump::fiber_tracing::after_resume(&*t, was_on)
+    };
     // From here on we may be on another thread: re-read all TLS (`t` is
     // not TLS: it is our own task, the same on every thread).
 }

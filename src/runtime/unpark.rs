@@ -156,6 +156,7 @@ impl Drop for ClearWait {
 }
 
 /// `fiber::park`: step 2 of the token protocol; a cancellation point.
+#[track_caller]
 pub(crate) fn park() {
     let t = context::current_task_ptr();
     if t.is_null() {
@@ -175,6 +176,7 @@ pub(crate) fn park() {
 }
 
 /// `fiber::park_timeout`: [`park`] for at most `d`, with a worker timer.
+#[track_caller]
 pub(crate) fn park_timeout(d: Duration) {
     let t = context::current_task_ptr();
     let (Some(w), false) = (context::worker(), t.is_null()) else {

@@ -148,6 +148,7 @@ impl AutoResetEvent {
     /// assert!(e.wait_until(deadline));
     /// assert!(!e.wait_until(deadline), "the set was consumed");
     /// ```
+    #[track_caller]
     pub fn wait_until(&self, deadline: Instant) -> bool {
         self.wait_inner(Some(deadline))
     }

@@ -135,6 +135,7 @@ impl CondvarAny {
     /// while !*g { g = st.1.wait(&st.0, g); }
     /// t.join().unwrap();
     /// ```
+    #[track_caller]
     pub fn wait<'a, L: Lockable + ?Sized>(&self, lock: &'a L, guard: L::Guard<'a>) -> L::Guard<'a> {
         self.core.wait(self, || drop(guard), None);
         lock.lock()
@@ -148,6 +149,7 @@ impl CondvarAny {
     /// let g = cv.wait_while(&m, m.lock(), |n| *n == 0); // already false: no wait
     /// assert_eq!(*g, 2);
     /// ```
+    #[track_caller]
     pub fn wait_while<'a, L, T>(
         &self,
         lock: &'a L,
@@ -178,6 +180,7 @@ impl CondvarAny {
     /// let (_g, r) = cv.wait_timeout(&l, l.write(), Duration::from_millis(1));
     /// assert!(r.timed_out());
     /// ```
+    #[track_caller]
     pub fn wait_timeout<'a, L: Lockable + ?Sized>(
         &self,
         lock: &'a L,
@@ -197,6 +200,7 @@ impl CondvarAny {
     /// let (_g, r) = cv.wait_until(&m, m.lock(), Instant::now() + Duration::from_millis(1));
     /// assert!(r.timed_out());
     /// ```
+    #[track_caller]
     pub fn wait_until<'a, L: Lockable + ?Sized>(
         &self,
         lock: &'a L,
@@ -217,6 +221,7 @@ impl CondvarAny {
     /// let (g, r) = cv.wait_while_until(&m, m.lock(), d, |ok| !*ok);
     /// assert!(r.timed_out() && !*g);
     /// ```
+    #[track_caller]
     pub fn wait_while_until<'a, L, T>(
         &self,
         lock: &'a L,
@@ -242,6 +247,7 @@ impl CondvarAny {
         }
     }
 
+    #[track_caller]
     fn wait_deadline<'a, L: Lockable + ?Sized>(
         &self,
         lock: &'a L,

@@ -340,6 +340,7 @@ impl Event {
     /// e.set();
     /// assert!(e.wait_until(Instant::now()), "set: no wait");
     /// ```
+    #[track_caller]
     pub fn wait_until(&self, deadline: Instant) -> bool {
         self.wait_inner(Some(deadline))
     }

@@ -126,6 +126,7 @@ impl<T: ?Sized> Mutex<T> {
     /// drop(g);
     /// assert!(m.try_lock_for(Duration::from_millis(2)).is_some());
     /// ```
+    #[track_caller]
     pub fn try_lock_for(&self, dur: Duration) -> Option<MutexGuard<'_, T>> {
         match Instant::now().checked_add(dur) {
             Some(d) => self.try_lock_until(d),
@@ -146,6 +147,7 @@ impl<T: ?Sized> Mutex<T> {
     /// let _g = m.lock();
     /// assert!(m.try_lock_until(Instant::now() + Duration::from_millis(1)).is_none());
     /// ```
+    #[track_caller]
     pub fn try_lock_until(&self, deadline: Instant) -> Option<MutexGuard<'_, T>> {
         if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() || self.lock_slow(Some(deadline)) {
             Some(MutexGuard { lock: self })

@@ -222,6 +222,7 @@ impl<T> Inner<T> {
     }
 
     /// `wait_ready` as a [`FutureStatus`].
+    #[track_caller]
     pub(super) fn status_until(&self, deadline: Option<Instant>) -> FutureStatus {
         match self.wait_ready(deadline) {
             Ready::Completed => FutureStatus::Ready,
@@ -415,6 +416,7 @@ impl<T> Future<T> {
     /// while f.wait_for(Duration::from_millis(10)) == FutureStatus::Timeout {}
     /// assert_eq!(f.try_get().unwrap(), "hi");
     /// ```
+    #[track_caller]
     pub fn wait_for(&self, dur: Duration) -> FutureStatus {
         self.inner.status_until(Instant::now().checked_add(dur))
     }
@@ -431,6 +433,7 @@ impl<T> Future<T> {
     /// assert_eq!(f.wait_until(Instant::now()), FutureStatus::Ready);
     /// assert!(f.wait().unwrap_err().is_broken());
     /// ```
+    #[track_caller]
     pub fn wait_until(&self, deadline: Instant) -> FutureStatus {
         self.inner.status_until(Some(deadline))
     }

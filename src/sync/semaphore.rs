@@ -107,6 +107,7 @@ impl Semaphore {
     /// assert!(s.acquire_until(deadline).is_none(), "timed out");
     /// drop(p);
     /// ```
+    #[track_caller]
     pub fn acquire_until(&self, deadline: Instant) -> Option<SemaphorePermit<'_>> {
         self.acquire_inner(Some(deadline))
     }

@@ -162,6 +162,7 @@ impl<T: Clone> SharedFuture<T> {
     /// assert_eq!(s.wait().unwrap(), [1, 2]);
     /// assert_eq!(s.wait().unwrap(), [1, 2]);
     /// ```
+    #[track_caller]
     pub fn wait(&self) -> Result<T, FutureError> {
         self.wait_inner(None)
     }
@@ -176,6 +177,7 @@ impl<T: Clone> SharedFuture<T> {
     /// let s = f.share();
     /// assert!(matches!(s.wait_timeout(Duration::from_millis(1)), Err(FutureError::TimedOut)));
     /// ```
+    #[track_caller]
     pub fn wait_timeout(&self, dur: Duration) -> Result<T, FutureError> {
         self.wait_inner(Instant::now().checked_add(dur))
     }
@@ -192,6 +194,7 @@ impl<T: Clone> SharedFuture<T> {
     /// p.set(0);
     /// assert_eq!(s.wait_for(Duration::from_millis(1)), FutureStatus::Ready);
     /// ```
+    #[track_caller]
     pub fn wait_for(&self, dur: Duration) -> FutureStatus {
         self.inner().status_until(Instant::now().checked_add(dur))
     }
@@ -207,10 +210,12 @@ impl<T: Clone> SharedFuture<T> {
     /// p.set(9);
     /// assert_eq!(s.wait_until(Instant::now() + Duration::from_secs(1)), FutureStatus::Ready);
     /// ```
+    #[track_caller]
     pub fn wait_until(&self, deadline: Instant) -> FutureStatus {
         self.inner().status_until(Some(deadline))
     }
 
+    #[track_caller]
     fn wait_inner(&self, deadline: Option<Instant>) -> Result<T, FutureError> {
         let r = self.inner().wait_ready(deadline);
         if let Some(v) = read(&mut self.inner().queue.lock().state) {

@@ -144,6 +144,40 @@ impl Runtime {
         Handle::current().dump()
     }
 
+    /// Capture a backtrace each time a fiber of this runtime begins to
+    /// wait, shown by [`Runtime::dump`] for parked fibers
+    /// ([`FiberDump::backtrace`](crate::runtime::FiberDump::backtrace)).
+    /// Off by default: each capture costs tens of microseconds, so turn it
+    /// on to find out where fibers are stuck, not in production. Off, a wait
+    /// pays one load and a branch. Fibers already parked when it is turned
+    /// on have no backtrace until they wait again. Symbols need debug
+    /// information in the binary (`debug = 1` or more in the Cargo profile;
+    /// the release profile's default has none: frames then show addresses).
+    ///
+    /// ```
+    /// use numafiber::{sync::Event, Runtime};
+    /// use std::sync::Arc;
+    /// let rt = Runtime::builder().workers(1).build()?;
+    /// rt.set_park_backtraces(true);
+    /// let ev = Arc::new(Event::new());
+    /// let e = ev.clone();
+    /// let h = rt.spawn(move || e.wait());
+    /// let d = loop {
+    ///     let d = rt.dump();
+    ///     if d.fibers().any(|f| f.backtrace().is_some()) {
+    ///         break d;
+    ///     }
+    ///     std::thread::yield_now();
+    /// };
+    /// println!("{d}"); // the waiting fiber's block ends with its backtrace
+    /// ev.set();
+    /// h.join().unwrap();
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn set_park_backtraces(&self, on: bool) {
+        self.shared.insight.traces.set(on);
+    }
+
 }
 
 impl Handle {
@@ -159,6 +193,17 @@ impl Handle {
     /// ```
     pub fn dump(&self) -> Dump {
         super::capture(&self.shared)
+    }
+
+    /// [`Runtime::set_park_backtraces`] through a handle.
+    ///
+    /// ```
+    /// let rt = numafiber::Runtime::builder().workers(1).build()?;
+    /// rt.handle().set_park_backtraces(true);
+    /// # Ok::<(), numafiber::BuildError>(())
+    /// ```
+    pub fn set_park_backtraces(&self, on: bool) {
+        self.shared.insight.traces.set(on);
     }
 
 }

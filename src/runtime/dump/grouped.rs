@@ -21,6 +21,9 @@ pub struct Grouped<'a> {
 
 type Site = Option<&'static Location<'static>>;
 
+/// A group's key with its sites by address (`Grouped::groups`).
+type PtrKey = (FiberState, Option<WaitKind>, usize, usize);
+
 #[derive(PartialEq, Eq, Hash, Clone, Copy)]
 struct Key {
     state: FiberState,
@@ -37,10 +40,32 @@ impl<'a> Grouped<'a> {
     /// The groups, largest first: (count, state, wait kind, wait site,
     /// spawn site).
     fn groups(&self) -> Vec<(usize, Key)> {
-        let mut m: HashMap<Key, usize> = HashMap::new();
+        // Counted by the sites' addresses first (cheap to hash, and
+        // neighbours in id order mostly share a key), then merged by value:
+        // one call site may have more than one `Location`.
+        let ptr = |s: Site| s.map_or(0, |l| l as *const Location<'static> as usize);
+        let mut by_ptr: HashMap<PtrKey, (usize, Key)> = HashMap::new();
+        let mut last: Option<(PtrKey, usize)> = None;
         for f in &self.dump.fibers {
-            let k = Key { state: f.state, wait: f.wait.map(|w| w.kind), wait_site: f.wait_site, spawn_site: f.spawn_site };
-            *m.entry(k).or_insert(0) += 1;
+            let wait = f.wait.map(|w| w.kind);
+            let p = (f.state, wait, ptr(f.wait_site), ptr(f.spawn_site));
+            match &mut last {
+                Some((q, n)) if *q == p => *n += 1,
+                _ => {
+                    if let Some(e) = last.take().and_then(|(q, n)| Some((by_ptr.get_mut(&q)?, n))) {
+                        e.0 .0 += e.1;
+                    }
+                    by_ptr.entry(p).or_insert((0, Key { state: f.state, wait, wait_site: f.wait_site, spawn_site: f.spawn_site }));
+                    last = Some((p, 1));
+                }
+            }
+        }
+        if let Some(e) = last.and_then(|(q, n)| Some((by_ptr.get_mut(&q)?, n))) {
+            e.0 .0 += e.1;
+        }
+        let mut m: HashMap<Key, usize> = HashMap::new();
+        for (n, k) in by_ptr.into_values() {
+            *m.entry(k).or_insert(0) += n;
         }
         let mut v: Vec<(usize, Key)> = m.into_iter().map(|(k, n)| (n, k)).collect();
         v.sort_by(|a, b| {

@@ -44,6 +44,42 @@
 //! [`Dump::grouped`] folds the fibers by state, wait and call site, with
 //! counts: the form to read when there are thousands.
 //!
+//! # Backtraces of parked fibers
+//!
+//! While [`Runtime::set_park_backtraces`](crate::Runtime::set_park_backtraces)
+//! is on, each wait a fiber begins captures a backtrace, and a parked
+//! fiber's block gains
+//!
+//! ```text
+//!     backtrace of the wait:
+//!        0: numafiber::runtime::wait::Node::set_wait_reason
+//!                  at ./src/runtime/wait.rs:314:13
+//!        ...
+//!        4: server::read_request
+//!                  at ./src/server.rs:88:17
+//!        5: server::main::{{closure}}
+//!                  at ./src/server.rs:41:29
+//!          (the fiber's start in the runtime)
+//! ```
+//!
+//! from the runtime's waiting code down to the fiber's closure (the frames
+//! of the capture itself and of the runtime code that starts the fiber are
+//! left out; [`FiberDump::backtrace`] has them all). A fiber that began its
+//! wait before capture was turned on shows none until it waits again; the
+//! trace shown is always the one of the wait the fiber is in (same call
+//! site and object). Function names and lines need debug information in
+//! the binary.
+//!
+//! # The `tracing` feature
+//!
+//! Built with the cargo feature `tracing`, each spawned fiber gets a
+//! TRACE-level span `numafiber.fiber` (target `numafiber::fiber`; fields
+//! `fiber.id`, `fiber.name`, `worker`, `node`, `spawn.file`,
+//! `spawn.line`, `spawn.column`), entered on the thread that runs it and
+//! exited before each suspension, with the events `park` (`wait`,
+//! `wait.file`, `wait.line`), `yield` and `resume` (`worker`, `migrated`)
+//! inside it. Without the feature none of it is compiled.
+//!
 //! # What is a snapshot and what may be stale
 //!
 //! A dump is taken while the runtime runs; nothing stops. Each fiber's
@@ -69,6 +105,9 @@ mod grouped;
 mod memory;
 pub(crate) mod running;
 pub(crate) mod signal;
+pub(crate) mod trace;
+#[cfg(feature = "tracing")]
+pub(crate) mod fiber_tracing;
 
 use std::fmt;
 use std::panic::Location;
@@ -129,6 +168,7 @@ pub struct FiberDump {
     age: Option<Duration>,
     running_for: Option<Duration>,
     migrated: (u32, u32),
+    backtrace: Option<Arc<trace::ParkBacktrace>>,
 }
 
 /// What a fiber is doing.
@@ -217,7 +257,7 @@ pub enum WaitKind {
 }
 
 impl WaitKind {
-    fn from_raw(k: u8) -> Option<WaitKind> {
+    pub(crate) fn from_raw(k: u8) -> Option<WaitKind> {
         use wait_kind as w;
         Some(match k {
             w::NONE => return None,
@@ -464,6 +504,14 @@ impl FiberDump {
     pub fn migrated_remote(&self) -> u32 {
         self.migrated.1
     }
+    /// For a parked fiber, while the runtime captures park backtraces
+    /// ([`Runtime::set_park_backtraces`](crate::Runtime::set_park_backtraces)):
+    /// the stack of calls that led to its wait, captured when it began
+    /// waiting. `None` when capture is off, or the fiber began its current
+    /// wait before capture was turned on.
+    pub fn backtrace(&self) -> Option<&std::backtrace::Backtrace> {
+        self.backtrace.as_deref().map(|b| &b.trace)
+    }
 }
 
 impl WorkerDump {
@@ -654,6 +702,10 @@ impl fmt::Display for FiberDump {
         if let Some(l) = self.spawn_site {
             writeln!(f, "    spawned at {l}")?;
         }
+        if let Some(b) = self.backtrace() {
+            writeln!(f, "    backtrace of the wait:")?;
+            trace::write_trimmed(f, b, "    ")?;
+        }
         write!(f, "    worker {} (node {})", self.worker, self.node)?;
         match (self.stack_node, self.stack_touched) {
             (Some(n), Some(b)) => write!(f, "; stack on node {n}, {} touched", Bytes(b))?,
@@ -682,6 +734,8 @@ pub(crate) struct Insight {
     pub(crate) monitor: crate::runtime::monitor::MonitorShared,
     /// The runtime's name (for reports).
     pub(crate) name: std::sync::OnceLock<String>,
+    /// Backtraces at park points are captured (`trace`).
+    pub(crate) traces: trace::Traces,
 }
 
 impl Insight {
@@ -692,6 +746,7 @@ impl Insight {
             origin: Instant::now(),
             monitor: crate::runtime::monitor::MonitorShared::new(),
             name: std::sync::OnceLock::new(),
+            traces: trace::Traces::new(),
         }
     }
 
@@ -746,7 +801,8 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
     let shut_down = *guard;
     let now = if ins.now_ms() != 0 { ins.tick() } else { 0 };
     let mut fibers: Vec<FiberDump> = Vec::new();
-    let mut tasks: Vec<TaskRef> = Vec::new();
+    // Each listed fiber's stack (low end, size), beside `fibers`.
+    let mut stacks: Vec<(usize, usize)> = Vec::new();
     let mut workers = Vec::with_capacity(shared.workers.len());
     let mut not_listed = 0usize;
     for (i, w) in shared.workers.iter().enumerate() {
@@ -785,15 +841,24 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
         });
         if let Some(t) = running {
             fibers.push(fiber_of(shared, &t, FiberState::Running, running_for, now));
-            tasks.push(t);
+            stacks.push(stack_of(&t));
         }
     }
     drop(guard);
     let nrunning = fibers.len();
-    let mut registered = shared.registry.snapshot();
-    registered.sort_unstable_by_key(|t| t.id);
-    for t in registered {
-        if tasks[..nrunning].iter().any(|r| r.id == t.id) {
+    // Read every registered task once, in id order: the ids are sorted
+    // beside their places in the snapshot (no task is touched by the
+    // sort), and each task's reference is dropped right after it is read
+    // (its line is still in cache).
+    let mut registered: Vec<Option<TaskRef>> = shared.registry.snapshot().into_iter().map(Some).collect();
+    let mut order: Vec<(u64, u32)> =
+        registered.iter().enumerate().filter_map(|(i, t)| Some((t.as_ref()?.id, i as u32))).collect();
+    order.sort_unstable();
+    fibers.reserve(order.len());
+    stacks.reserve(order.len());
+    for (id, i) in order {
+        let Some(t) = registered[i as usize].take() else { continue };
+        if fibers[..nrunning].iter().any(|r| r.id == id) {
             continue;
         }
         let state = match t.lifecycle() {
@@ -810,10 +875,22 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             _ => continue, // finished meanwhile
         };
         fibers.push(fiber_of(shared, &t, state, None, now));
-        tasks.push(t);
+        stacks.push(stack_of(&t));
     }
-    memory::fill(&mut fibers, &tasks, shared.stack_mode);
-    drop(tasks);
+    drop(registered);
+    memory::fill(&mut fibers, &stacks, shared.stack_mode);
+    if ins.traces.is_on() {
+        ins.traces.with_map(|map| {
+            for f in fibers.iter_mut() {
+                let (Some(w), Some(site)) = (f.wait, f.wait_site) else { continue };
+                // Only a trace of the wait the fiber is in now (`trace`, rules).
+                f.backtrace = map
+                    .get(&f.id)
+                    .filter(|b| *b.site == *site && (w.kind == WaitKind::Sleep || b.obj == w.object))
+                    .cloned();
+            }
+        });
+    }
     let mut nodes: Vec<NodeDump> = Vec::new();
     for (i, w) in shared.workers.iter().enumerate() {
         match nodes.iter_mut().find(|n| n.node == w.slot.node) {
@@ -837,6 +914,12 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
     }
 }
 
+/// A task's stack as `memory::fill` reads it: (low end, 0 while it has
+/// none; requested size).
+fn stack_of(t: &Task) -> (usize, usize) {
+    (t.stack_lo.load(Relaxed), t.stack_size)
+}
+
 fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Duration>, now: u64) -> FiberDump {
     let kind = t.wait_kind.load(Relaxed);
     let obj = t.wait_obj.load(Relaxed);
@@ -850,11 +933,12 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
         None
     };
     let worker = t.last_worker().min(shared.workers.len().saturating_sub(1));
+    let wait_site = wait.as_ref().and_then(|_| t.wait_site());
     FiberDump {
         id: t.id,
         name: t.name.clone(),
         state,
-        wait_site: wait.as_ref().and_then(|_| t.wait_site()),
+        wait_site,
         wait,
         spawn_site: t.spawn_site,
         worker,
@@ -864,5 +948,6 @@ fn fiber_of(shared: &Shared, t: &Task, state: FiberState, running_for: Option<Du
         age: shared.insight.age(u64::from(t.born_ms), now),
         running_for,
         migrated: t.migrations(),
+        backtrace: None,
     }
 }

@@ -298,6 +298,7 @@ pub(crate) fn wait_child(task: &TaskRef, packet: &dyn Completion) {
 /// cancellation request, if `stop_on_cancel` (a scope then cancels its
 /// children and waits again, with `stop_on_cancel` off: `cancel` module
 /// docs, step 5). Call it shielded, or the park unwinds instead.
+#[track_caller]
 pub(crate) fn wait_child_or_cancel(task: &TaskRef, packet: &dyn Completion, stop_on_cancel: bool) -> bool {
     if packet.is_done() {
         return true;

@@ -42,6 +42,14 @@ impl LocalMap {
         self.entries.push((key, value));
     }
 
+    /// Take the value stored under `key` out, if any (for the runtime's own
+    /// keys: the `tracing` feature's span).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn remove(&mut self, key: usize) -> Option<Box<dyn Any>> {
+        let i = self.entries.iter().position(|(k, _)| *k == key)?;
+        Some(self.entries.remove(i).1)
+    }
+
     /// Drop every value, last inserted first (rule 3).
     fn clear(mut self) {
         while let Some(e) = self.entries.pop() {

@@ -398,6 +398,7 @@ impl<T> Sender<T> {
     /// assert_eq!(tx.send_deadline(2, deadline), Err(TrySendError::Full(2)));
     /// assert_eq!(rx.recv(), Ok(1));
     /// ```
+    #[track_caller]
     pub fn send_deadline(&self, v: T, deadline: Instant) -> Result<(), TrySendError<T>> {
         self.send_until(v, Some(deadline))
     }
@@ -591,6 +592,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv_deadline(deadline), Ok(1));
     /// assert_eq!(rx.recv_deadline(deadline), Err(RecvTimeoutError::Timeout));
     /// ```
+    #[track_caller]
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
         self.recv_until(Some(deadline))
     }

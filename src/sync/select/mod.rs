@@ -301,6 +301,7 @@ impl<'a> Select<'a> {
     ///     assert_eq!(sel.select().recv(&rx), Ok(3));
     /// });
     /// ```
+    #[track_caller]
     pub fn select(&mut self) -> SelectedOperation<'_, 'a> {
         assert!(
             !self.arms.is_empty(),
@@ -337,6 +338,7 @@ impl<'a> Select<'a> {
     /// assert!(sel.select_timeout(Duration::from_millis(2)).is_err());
     /// # drop(tx);
     /// ```
+    #[track_caller]
     pub fn select_timeout(&mut self, dur: Duration) -> Result<SelectedOperation<'_, 'a>, SelectTimeoutError> {
         self.select_until(dur.deadline())
     }
@@ -356,6 +358,7 @@ impl<'a> Select<'a> {
     /// assert_eq!(sel.select_deadline(past).unwrap().recv(&rx), Ok(1));
     /// assert!(sel.select_deadline(Instant::now() + Duration::from_millis(1)).is_err());
     /// ```
+    #[track_caller]
     pub fn select_deadline(&mut self, deadline: Instant) -> Result<SelectedOperation<'_, 'a>, SelectTimeoutError> {
         self.select_until(Some(deadline))
     }
@@ -363,6 +366,7 @@ impl<'a> Select<'a> {
     /// `select_deadline` for the macro's `default(..)` arm; `None`: no
     /// deadline (a `Duration` too long for an `Instant`).
     #[doc(hidden)]
+    #[track_caller]
     pub fn select_until(&mut self, deadline: Option<Instant>) -> Result<SelectedOperation<'_, 'a>, SelectTimeoutError> {
         if self.arms.is_empty() {
             match deadline {
@@ -390,6 +394,7 @@ impl<'a> Select<'a> {
     /// The rounds of the module docs' protocol; the index of the completed
     /// operation, or `None` (nothing ready and `!block`, or the deadline
     /// passed).
+    #[track_caller]
     fn run(&mut self, block: bool, deadline: Option<Instant>) -> Option<usize> {
         loop {
             // 1. Try, in a random order.
