@@ -598,6 +598,8 @@ impl Shared {
     /// Wake a parked fiber (or leave a token if it is still running).
     pub(crate) fn wake(self: &Arc<Self>, task: TaskRef) {
         if task.transition_to_notified() {
+            #[cfg(feature = "tracing")]
+            crate::runtime::dump::fiber_tracing::wake(&task);
             // We push our own reference: release the one the parked task
             // held on itself (`fiber::task`, step 5).
             // SAFETY: that reference exists (we won `PARKED -> QUEUED`),
@@ -617,6 +619,8 @@ impl Shared {
             return self.wake(task);
         }
         if task.transition_to_notified() {
+            #[cfg(feature = "tracing")]
+            crate::runtime::dump::fiber_tracing::wake(&task);
             // As in `wake`: the parked task's reference to itself is
             // released, ours is pushed.
             // SAFETY: that reference exists (we won `PARKED -> QUEUED`),

@@ -624,6 +624,8 @@ impl WorkerLocal {
             let counters = self.counters();
             match got {
                 Some((t, n)) => {
+                    #[cfg(feature = "tracing")]
+                    crate::runtime::dump::fiber_tracing::steal(self.index, v, n, shared.node_of(v) != my_node);
                     if shared.node_of(v) == my_node {
                         Counters::bump(&counters.local_steals, 1);
                     } else {
