@@ -106,6 +106,8 @@ mod memory;
 pub(crate) mod running;
 pub(crate) mod signal;
 pub(crate) mod trace;
+mod display;
+pub(crate) use display::Secs;
 #[cfg(feature = "tracing")]
 pub(crate) mod fiber_tracing;
 
@@ -585,140 +587,6 @@ impl NodeDump {
     }
 }
 
-/// A duration printed the way a person reads it.
-pub(crate) struct Secs(pub(crate) Duration);
-
-impl fmt::Display for Secs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.0.as_secs_f64();
-        if s >= 1.0 {
-            write!(f, "{s:.2} s")
-        } else if s >= 1e-3 {
-            write!(f, "{:.0} ms", s * 1e3)
-        } else {
-            write!(f, "{:.0} us", s * 1e6)
-        }
-    }
-}
-
-/// Bytes in KiB/MiB.
-struct Bytes(usize);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 >= 1 << 20 {
-            write!(f, "{:.1} MiB", self.0 as f64 / (1u64 << 20) as f64)
-        } else {
-            write!(f, "{} KiB", self.0 >> 10)
-        }
-    }
-}
-
-impl fmt::Display for Dump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = |s| self.fibers.iter().filter(|x| x.state == s).count();
-        writeln!(
-            f,
-            "numafiber dump of runtime {:?}: {} fibers listed ({} running, {} runnable, {} parked), {} runnable not listed; {} workers, {} node{}; taken in {}{}",
-            self.runtime,
-            self.fibers.len(),
-            count(FiberState::Running),
-            count(FiberState::Runnable),
-            count(FiberState::Parked),
-            self.not_listed,
-            self.workers.len(),
-            self.nodes.len(),
-            if self.nodes.len() == 1 { "" } else { "s" },
-            Secs(self.took),
-            if self.shut_down { " (the runtime is shut down)" } else { "" },
-        )?;
-        writeln!(f)?;
-        for n in &self.nodes {
-            writeln!(f, "{n}")?;
-        }
-        for w in &self.workers {
-            writeln!(f, "{w}")?;
-        }
-        for x in &self.fibers {
-            writeln!(f)?;
-            write!(f, "{x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for NodeDump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "node {}: workers {:?}; NLH workload {}, placements {}",
-            self.node, self.workers, self.workload, self.placements
-        )
-    }
-}
-
-impl fmt::Display for WorkerDump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "worker {} (node {}, cpu {}): ", self.index, self.node, self.cpu)?;
-        match (self.activity, self.running) {
-            (WorkerActivity::Running, Some(id)) => {
-                write!(f, "running fiber {id}")?;
-                if let Some(d) = self.running_for {
-                    write!(f, " for {}", Secs(d))?;
-                }
-            }
-            (WorkerActivity::Running, None) => f.write_str("running a fiber")?,
-            (WorkerActivity::Searching, _) => f.write_str("searching")?,
-            (WorkerActivity::Parked, _) => f.write_str("parked")?,
-        }
-        if self.held {
-            f.write_str(" [held]")?;
-        }
-        write!(
-            f,
-            "; deque {}, slots {}, inbox {}, pinned {}, timers {}",
-            self.deque, self.slots, self.inbox, self.pinned, self.timers
-        )
-    }
-}
-
-impl fmt::Display for FiberDump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "fiber {}", self.id)?;
-        if let Some(n) = &self.name {
-            write!(f, " {n:?}")?;
-        }
-        write!(f, " [{}", self.state)?;
-        if let Some(w) = &self.wait {
-            write!(f, ": {w}")?;
-        }
-        if let Some(d) = self.running_for {
-            write!(f, ", {}", Secs(d))?;
-        }
-        writeln!(f, "]:")?;
-        if let Some(l) = self.wait_site {
-            writeln!(f, "    waiting at {l}")?;
-        }
-        if let Some(l) = self.spawn_site {
-            writeln!(f, "    spawned at {l}")?;
-        }
-        if let Some(b) = self.backtrace() {
-            writeln!(f, "    backtrace of the wait:")?;
-            trace::write_trimmed(f, b, "    ")?;
-        }
-        write!(f, "    worker {} (node {})", self.worker, self.node)?;
-        match (self.stack_node, self.stack_touched) {
-            (Some(n), Some(b)) => write!(f, "; stack on node {n}, {} touched", Bytes(b))?,
-            (None, Some(b)) => write!(f, "; stack {} touched", Bytes(b))?,
-            _ => f.write_str("; no stack yet")?,
-        }
-        if let Some(a) = self.age {
-            write!(f, "; age {}", Secs(a))?;
-        }
-        writeln!(f, "; migrated {} local, {} remote", self.migrated.0, self.migrated.1)
-    }
-}
-
 /// The runtime-wide part of the insight machinery (in `Shared::insight`).
 pub(crate) struct Insight {
     /// Serializes inspectors (dumps, the monitor) against each other and
@@ -803,8 +671,33 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
     let mut fibers: Vec<FiberDump> = Vec::new();
     // Each listed fiber's stack (low end, size), beside `fibers`.
     let mut stacks: Vec<(usize, usize)> = Vec::new();
+    let (workers, queued) = capture_workers(shared, shut_down, now, &mut fibers, &mut stacks);
+    drop(guard);
+    let listed_queued = capture_registered(shared, now, &mut fibers, &mut stacks);
+    memory::fill(&mut fibers, &stacks, shared.stack_mode);
+    attach_backtraces(ins, &mut fibers);
+    Dump {
+        runtime: ins.name.get().cloned().unwrap_or_default(),
+        fibers,
+        workers,
+        nodes: nodes_of(shared),
+        not_listed: queued.saturating_sub(listed_queued),
+        took: start.elapsed(),
+        shut_down,
+    }
+}
+
+/// Every worker's line, and the fibers running now (first in `fibers`).
+/// Returns the lines and how many queue entries the workers hold.
+fn capture_workers(
+    shared: &Shared,
+    shut_down: bool,
+    now: u64,
+    fibers: &mut Vec<FiberDump>,
+    stacks: &mut Vec<(usize, usize)>,
+) -> (Vec<WorkerDump>, usize) {
     let mut workers = Vec::with_capacity(shared.workers.len());
-    let mut not_listed = 0usize;
+    let mut queued = 0usize;
     for (i, w) in shared.workers.iter().enumerate() {
         let running = if shut_down { None } else { running::protect(w) };
         let held_since = w.insight.held_since_ms.load(Relaxed);
@@ -821,10 +714,11 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             WorkerActivity::Searching
         };
         let slots = usize::from(w.wake_slot.is_occupied()) + usize::from(w.held.is_occupied());
-        let deque = w.stealer.len();
+        // The deque with the ready queue and the spawn batch.
+        let deque = w.stealer.len() + w.ready_stealer.len() + w.batch_stealer.len();
         let inbox = w.inbox.len();
         let pinned = w.pinned_inbox.len();
-        not_listed += deque + slots + inbox + pinned;
+        queued += deque + slots + inbox + pinned;
         workers.push(WorkerDump {
             index: i,
             node: w.slot.node,
@@ -844,8 +738,15 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             stacks.push(stack_of(&t));
         }
     }
-    drop(guard);
+    (workers, queued)
+}
+
+/// Every registered fiber not running now, in id order, after the running
+/// ones `fibers` holds. Returns how many of them were queued (their queue
+/// entries were counted with the workers).
+fn capture_registered(shared: &Shared, now: u64, fibers: &mut Vec<FiberDump>, stacks: &mut Vec<(usize, usize)>) -> usize {
     let nrunning = fibers.len();
+    let mut queued = 0usize;
     // Read every registered task once, in id order: the ids are sorted
     // beside their places in the snapshot (no task is touched by the
     // sort), and each task's reference is dropped right after it is read
@@ -863,9 +764,7 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
         }
         let state = match t.lifecycle() {
             task::QUEUED => {
-                // Queued entries of registered fibers are counted in the
-                // queue lengths above, and listed here.
-                not_listed = not_listed.saturating_sub(1);
+                queued += 1;
                 FiberState::Runnable
             }
             // Running but not on a worker now: kept by its worker (yield
@@ -877,20 +776,28 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
         fibers.push(fiber_of(shared, &t, state, None, now));
         stacks.push(stack_of(&t));
     }
-    drop(registered);
-    memory::fill(&mut fibers, &stacks, shared.stack_mode);
-    if ins.traces.is_on() {
-        ins.traces.with_map(|map| {
-            for f in fibers.iter_mut() {
-                let (Some(w), Some(site)) = (f.wait, f.wait_site) else { continue };
-                // Only a trace of the wait the fiber is in now (`trace`, rules).
-                f.backtrace = map
-                    .get(&f.id)
-                    .filter(|b| *b.site == *site && (w.kind == WaitKind::Sleep || b.obj == w.object))
-                    .cloned();
-            }
-        });
+    queued
+}
+
+/// Park-point backtraces, where capture is on: only a trace of the wait
+/// the fiber is in now (`trace`, rules).
+fn attach_backtraces(ins: &Insight, fibers: &mut [FiberDump]) {
+    if !ins.traces.is_on() {
+        return;
     }
+    ins.traces.with_map(|map| {
+        for f in fibers.iter_mut() {
+            let (Some(w), Some(site)) = (f.wait, f.wait_site) else { continue };
+            f.backtrace = map
+                .get(&f.id)
+                .filter(|b| *b.site == *site && (w.kind == WaitKind::Sleep || b.obj == w.object))
+                .cloned();
+        }
+    });
+}
+
+/// Each node's workers and load as the policies see it.
+fn nodes_of(shared: &Shared) -> Vec<NodeDump> {
     let mut nodes: Vec<NodeDump> = Vec::new();
     for (i, w) in shared.workers.iter().enumerate() {
         match nodes.iter_mut().find(|n| n.node == w.slot.node) {
@@ -903,15 +810,7 @@ pub(crate) fn capture(shared: &Arc<Shared>) -> Dump {
             }),
         }
     }
-    Dump {
-        runtime: ins.name.get().cloned().unwrap_or_default(),
-        fibers,
-        workers,
-        nodes,
-        not_listed,
-        took: start.elapsed(),
-        shut_down,
-    }
+    nodes
 }
 
 /// A task's stack as `memory::fill` reads it: (low end, 0 while it has
