@@ -17,7 +17,7 @@ use corosensei::{Coroutine, CoroutineResult};
 use crate::runtime::error::JoinError;
 use crate::runtime::shared::Counters;
 use crate::runtime::task::job::{JobMain, JobRef, Runnable};
-use crate::runtime::task::stack::StackError;
+use crate::runtime::task::stack::{FiberStack, StackError};
 use crate::runtime::task::{NewTask, Suspend, Task, TaskRef};
 
 use super::{WorkerLocal, LONG_SLICE, YIELD_STREAK};
@@ -86,41 +86,17 @@ impl WorkerLocal {
         // Owned fibers were last run by this worker (the yield and starved
         // queues are private), so `last_worker` is already ours.
         debug_assert_eq!(task.last_worker(), self.index);
-        let shared = &self.shared;
         // SAFETY: we hold the run permission (from the queue entry or the
-        // private yield queue), so the body is ours. Only the `coro` field
-        // is borrowed mutably across the resume below; the fiber itself
-        // reads the disjoint `yielder` field through the raw pointer.
-        let (slot, entry) = unsafe {
-            let body = task.body_ptr();
-            (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
-        };
-        if slot.is_none() {
-            let stack = match self.stacks.borrow_mut().get(task.stack_size, &shared.stacks) {
+        // private yield queue), so the body is ours.
+        if unsafe { (*task.body_ptr()).coro.is_none() } {
+            let stack = match self.stacks.borrow_mut().get(task.stack_size, &self.shared.stacks) {
                 Ok(s) => s,
-                Err(StackError::AtBudget) => {
-                    self.starve(task);
-                    return;
-                }
-                Err(StackError::Os(e)) => {
-                    let main = entry.take().expect("a queued unstarted fiber has its entry");
-                    task.transition_to_done();
-                    main.fail(JoinError::no_stack(format!("mmap of a {} byte stack failed: {e}", task.stack_size)));
+                Err(e) => {
+                    self.no_stack(task, e);
                     return;
                 }
             };
-            let main = entry.take().expect("a queued unstarted fiber has its entry");
-            task.stack_lo.store(corosensei::stack::Stack::limit(&stack).get(), Relaxed);
-            let tp: *const crate::runtime::task::Task = &*task;
-            *slot = Some(Coroutine::with_stack(stack, move |y: &crate::runtime::task::FiberYielder, ()| {
-                // SAFETY: the coroutine runs only while its task's run
-                // permission is held by the resuming worker, and the task
-                // outlives its coroutine (the coroutine lives in the task's
-                // body). The yielder lives on this stack for the
-                // coroutine's whole life.
-                unsafe { (*(*tp).body_ptr()).yielder = y };
-                main.run();
-            }));
+            self.start_fiber(&task, stack);
         }
         let current = self.current.get();
         debug_assert!(!current.is_null(), "run_task outside WorkerLocal::run");
@@ -129,41 +105,19 @@ impl WorkerLocal {
         loop {
             // SAFETY: as above, for the task of this iteration (every task
             // here has its permission with us, and has started: only a
-            // fiber that ran can yield).
+            // fiber that ran can yield). Only the `coro` field is borrowed
+            // mutably across the resume; the fiber itself reads the
+            // disjoint `yielder` field through the raw pointer.
             let coro = unsafe { (*task.body_ptr()).coro.as_mut() }.expect("started above or yielded");
             let prev = current.load(Relaxed);
             current.store(Arc::as_ptr(&task) as *mut Task, Relaxed);
             let r = coro.resume(());
             current.store(prev, Relaxed);
-            // A child the fiber placed elsewhere and did not join at once
-            // goes to its worker now ("The held-child slot").
-            if self.holding.get() {
-                self.holding.set(false);
-                shared.release_held(self.index);
-            }
-            // Children spawned while the wake slot was occupied go onto
-            // the deque now, in spawn order ("Run order", `README.md`).
-            if self.has_spawned.get() {
-                self.flush_spawned();
-            }
-            if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {
-                crate::runtime::task::overflow::report_canary(&task);
-            }
-            Counters::bump(&self.counters().resumes, 1);
+            self.after_resume(&task);
             match r {
                 CoroutineResult::Yield(Suspend::Yield) => {
-                    if self.can_share && task.pinned.is_none() && shared.has_idle_workers() && self.has_other_work() {
-                        // Somebody is idle and this worker has more to run
-                        // than this fiber: requeue where thieves can see it
-                        // (the inbox), not in the private yield queue.
-                        // Otherwise it stays here: it is what this worker
-                        // runs next anyway.
-                        // Given away: not while a dump reads it
-                        // (`runtime::dump::running`).
-                        self.me().insight.wait_unprotected(&*task);
-                        task.transition_to_queued_after_yield();
-                        self.me().inbox.push(Runnable::Task(task));
-                        shared.notify_idle();
+                    if self.can_share && task.pinned.is_none() && self.shared.has_idle_workers() && self.has_other_work() {
+                        self.give_away_yielded(task);
                         return;
                     }
                     // Stays RUNNING: see `next_local`.
@@ -173,15 +127,7 @@ impl WorkerLocal {
                     }
                 }
                 CoroutineResult::Yield(Suspend::Handoff) => {
-                    self.me().insight.wait_unprotected(&*task);
-                    task.transition_to_queued_after_yield();
-                    if task.pinned.is_some() {
-                        // A pinned parent of an eager child: not stealable.
-                        self.me().pinned_inbox.push(task);
-                    } else {
-                        self.deque.push(Runnable::Task(task));
-                        shared.notify_idle();
-                    }
+                    self.queue_handed_off(task);
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Reclaim) => {
@@ -191,48 +137,156 @@ impl WorkerLocal {
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Park) => {
-                    self.me().insight.wait_unprotected(&*task);
-                    self.end_yield_streak();
-                    // SAFETY: still our permission; the fiber is suspended.
-                    let body = unsafe { task.body() };
-                    if !body.registered {
-                        body.registered = true;
-                        shared.registry.insert(&task);
-                    }
-                    Counters::bump(&self.counters().parks, 1);
-                    if task.transition_to_parked() {
-                        // The parked task owns this reference now; its
-                        // waker takes it over (`fiber::task`, step 5).
-                        std::mem::forget(task);
-                    } else {
-                        // A wake-up raced with the suspension: run it again,
-                        // behind the fibers readied before it.
-                        self.ready.push(Runnable::Task(task));
-                    }
+                    self.park_fiber(task);
                     return;
                 }
                 CoroutineResult::Return(()) => {
-                    self.me().insight.wait_unprotected(&*task);
-                    self.end_yield_streak();
-                    // SAFETY: as above.
-                    let coro = unsafe { task.body() }.coro.take().expect("it just returned");
-                    let stack = coro.into_stack();
-                    if self.stacks.borrow_mut().put(stack, &shared.stacks) {
-                        shared.notify_stack_freed();
-                    }
-                    // SAFETY: as above.
-                    let registered = unsafe { task.body() }.registered;
-                    task.transition_to_done();
-                    if registered {
-                        shared.registry.remove(task.id);
-                    }
-                    shared.sched.fiber_left_node(shared.node_of(self.index));
-                    // The last reference if the handle went first.
-                    self.tasks.recycle(task, &shared.task_spill);
+                    self.finish_fiber(task);
                     return;
                 }
             }
         }
+    }
+
+    /// Start the unstarted `task` (whose run permission we hold) on
+    /// `stack`: its coroutine, which runs the fiber's entry.
+    #[inline]
+    fn start_fiber(&self, task: &TaskRef, stack: FiberStack) {
+        // SAFETY: we hold the run permission, so the body is ours; the
+        // fiber has not started, so nothing else reads it.
+        let (slot, entry) = unsafe {
+            let body = task.body_ptr();
+            (&mut *std::ptr::addr_of_mut!((*body).coro), &mut *std::ptr::addr_of_mut!((*body).entry))
+        };
+        let main = entry.take().expect("a queued unstarted fiber has its entry");
+        task.stack_lo.store(corosensei::stack::Stack::limit(&stack).get(), Relaxed);
+        let tp: *const crate::runtime::task::Task = &**task;
+        *slot = Some(Coroutine::with_stack(stack, move |y: &crate::runtime::task::FiberYielder, ()| {
+            // SAFETY: the coroutine runs only while its task's run
+            // permission is held by the resuming worker, and the task
+            // outlives its coroutine (the coroutine lives in the task's
+            // body). The yielder lives on this stack for the
+            // coroutine's whole life.
+            unsafe { (*(*tp).body_ptr()).yielder = y };
+            main.run();
+        }));
+    }
+
+    /// No stack for the unstarted `task`: at the fallback path's
+    /// budget it waits for one (`starve`) while the worker runs fibers that
+    /// have stacks; if the mapping failed, its joiner gets the error.
+    #[cold]
+    fn no_stack(&self, task: TaskRef, e: StackError) {
+        match e {
+            StackError::AtBudget => self.starve(task),
+            StackError::Os(e) => {
+                // SAFETY: we hold the run permission and the fiber has not
+                // started: the body is ours.
+                let entry = unsafe { &mut (*task.body_ptr()).entry };
+                let main = entry.take().expect("a queued unstarted fiber has its entry");
+                task.transition_to_done();
+                main.fail(JoinError::no_stack(format!("mmap of a {} byte stack failed: {e}", task.stack_size)));
+            }
+        }
+    }
+
+    /// The fiber `task` just gave control back, whatever the reason: hand
+    /// on what it left for this moment, check its stack, count the resume.
+    #[inline]
+    fn after_resume(&self, task: &TaskRef) {
+        // A child the fiber placed elsewhere and did not join at once
+        // goes to its worker now ("The held-child slot").
+        if self.holding.get() {
+            self.holding.set(false);
+            self.shared.release_held(self.index);
+        }
+        // Children spawned while the wake slot was occupied go onto
+        // the deque now, in spawn order ("Run order", `README.md`).
+        if self.has_spawned.get() {
+            self.flush_spawned();
+        }
+        if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {
+            crate::runtime::task::overflow::report_canary(task);
+        }
+        Counters::bump(&self.counters().resumes, 1);
+    }
+
+    /// `Suspend::Yield` while somebody is idle and this worker has more to
+    /// run than this fiber: requeue it where thieves can see it (the
+    /// inbox), not in the private yield queue. Otherwise (not here) it
+    /// stays: it is what this worker runs next anyway.
+    #[inline]
+    fn give_away_yielded(&self, task: TaskRef) {
+        // Given away: not while a dump reads it
+        // (`runtime::dump::running`).
+        self.me().insight.wait_unprotected(&*task);
+        task.transition_to_queued_after_yield();
+        self.me().inbox.push(Runnable::Task(task));
+        self.shared.notify_idle();
+    }
+
+    /// `Suspend::Handoff`: the fiber handed this worker to a child (work
+    /// first) and is queued again, stealable unless pinned.
+    #[inline]
+    fn queue_handed_off(&self, task: TaskRef) {
+        self.me().insight.wait_unprotected(&*task);
+        task.transition_to_queued_after_yield();
+        if task.pinned.is_some() {
+            // A pinned parent of an eager child: not stealable.
+            self.me().pinned_inbox.push(task);
+        } else {
+            self.deque.push(Runnable::Task(task));
+            self.shared.notify_idle();
+        }
+    }
+
+    /// `Suspend::Park`: register the fiber for the drain, then park it, or
+    /// queue it again if a wake-up raced with the suspension.
+    #[inline]
+    fn park_fiber(&self, task: TaskRef) {
+        let shared = &self.shared;
+        self.me().insight.wait_unprotected(&*task);
+        self.end_yield_streak();
+        // SAFETY: still our permission; the fiber is suspended.
+        let body = unsafe { task.body() };
+        if !body.registered {
+            body.registered = true;
+            shared.registry.insert(&task);
+        }
+        Counters::bump(&self.counters().parks, 1);
+        if task.transition_to_parked() {
+            // The parked task owns this reference now; its
+            // waker takes it over (`fiber::task`, step 5).
+            std::mem::forget(task);
+        } else {
+            // A wake-up raced with the suspension: run it again,
+            // behind the fibers readied before it.
+            self.ready.push(Runnable::Task(task));
+        }
+    }
+
+    /// The fiber returned: its stack goes back to the pool, the task is
+    /// `DONE`, leaves the registry and is kept for reuse.
+    #[inline]
+    fn finish_fiber(&self, task: TaskRef) {
+        let shared = &self.shared;
+        self.me().insight.wait_unprotected(&*task);
+        self.end_yield_streak();
+        // SAFETY: still our permission; the fiber has returned.
+        let coro = unsafe { task.body() }.coro.take().expect("it just returned");
+        let stack = coro.into_stack();
+        if self.stacks.borrow_mut().put(stack, &shared.stacks) {
+            shared.notify_stack_freed();
+        }
+        // SAFETY: as above.
+        let registered = unsafe { task.body() }.registered;
+        task.transition_to_done();
+        if registered {
+            shared.registry.remove(task.id);
+        }
+        shared.sched.fiber_left_node(shared.node_of(self.index));
+        // The last reference if the handle went first.
+        self.tasks.recycle(task, &shared.task_spill);
     }
 
     /// `task` just yielded and stays with this worker (still `RUNNING`).
