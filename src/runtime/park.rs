@@ -13,6 +13,7 @@ use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, curre
 use crate::runtime::shared::Shared;
 use crate::runtime::task::join::current_shared_for_drain;
 use crate::runtime::task::{wait_kind, Suspend, Task, TaskRef};
+use crate::runtime::wait::{notify_parked, unpark_thread};
 
 /// Someone blocked until an event: a parked fiber or a parked thread, or
 /// an async task awaiting a join (`fiber::future::JoinFuture`).
@@ -46,14 +47,22 @@ impl Waiter {
         }
     }
 
-    /// Wake the waiter (a token if it is not parked yet).
+    /// Wake the waiter (a token if it is not parked yet): a fiber or a
+    /// thread by the same two steps as the runtime's other waiters
+    /// (`wait::notify_parked`, `wait::unpark_thread`).
     pub(crate) fn wake(self) {
         match self {
-            Waiter::Fiber { task, shared } => shared.wake(task),
-            Waiter::Thread(t) => {
-                crate::runtime::deadlock::note_thread_wake();
-                t.unpark()
+            Waiter::Fiber { task, shared } => {
+                // SAFETY: `task` is a live `Arc<Task>`: we hold a count.
+                if let Some(t) = unsafe { notify_parked(Arc::as_ptr(&task)) } {
+                    #[cfg(feature = "tracing")]
+                    crate::runtime::dump::fiber_tracing::wake(&t);
+                    shared.reschedule(t);
+                }
+                // Our count is released here; the run queue holds the
+                // reference the parked task held on itself.
             }
+            Waiter::Thread(t) => unpark_thread(&t),
             Waiter::Async(w) => w.wake(),
         }
     }

@@ -4,7 +4,7 @@
 //! # Wake-up protocol (no lost wake-ups, no spinning)
 //!
 //! A worker that finds no work goes to sleep in three steps (see
-//! `worker::Worker::park_idle`):
+//! `WorkerLocal::park_idle`, `worker/sleep.rs`):
 //!
 //! 1. it announces itself: `sleeping = true`, `num_sleeping += 1`;
 //! 2. `fence(SeqCst)`, then it re-checks every place work can appear for it

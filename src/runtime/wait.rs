@@ -7,8 +7,9 @@
 //! held as plain pointers, valid while it waits by the holder's rule (the
 //! queue lock for a [`Waker`], the packet's `WOKEN` hand-shake for a
 //! [`Direct`]; the rules are on each type), and both wake it the same way
-//! ([`notify_parked`], [`unpark_thread`]). The queue protocol itself:
-//! `sync::queue`'s docs.
+//! ([`notify_parked`], [`unpark_thread`]), as does the counted waiter that
+//! anyone may keep and wake later (`park::Waiter`: scopes, jobs, blocking
+//! calls). The queue protocol itself: `sync::queue`'s docs.
 
 use std::sync::Arc;
 
@@ -356,7 +357,7 @@ impl Direct {
 /// # Safety
 /// `task` is the pointer of a live `Arc<Task>`.
 #[inline]
-unsafe fn notify_parked(task: *const Task) -> Option<TaskRef> {
+pub(crate) unsafe fn notify_parked(task: *const Task) -> Option<TaskRef> {
     // SAFETY: alive (caller).
     if unsafe { (*task).transition_to_notified() } {
         // SAFETY: we won `PARKED -> QUEUED`, so we own the reference the
@@ -370,7 +371,7 @@ unsafe fn notify_parked(task: *const Task) -> Option<TaskRef> {
 /// A thread's wake-up step, for every waiter kind (a token if it has not
 /// parked yet).
 #[inline]
-fn unpark_thread(t: &Thread) {
+pub(crate) fn unpark_thread(t: &Thread) {
     crate::runtime::deadlock::note_thread_wake();
     t.unpark();
 }

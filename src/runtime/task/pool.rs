@@ -48,8 +48,8 @@
 //! # Where tasks are recycled
 //!
 //! Where a worker thread drops a reference that is often the last one:
-//! the `Return` arm of `WorkerLocal::run_task` (a detached fiber, or a
-//! fiber whose handle was dropped or joined first), `drop_surplus` (the
+//! the `Return` arm of `WorkerLocal::run_task` (`finish_fiber`: a detached
+//! fiber, or a fiber whose handle was dropped or joined first), `drop_surplus` (the
 //! reclaim's surplus entry: skynet's cross-thread case) and
 //! `JoinHandle`'s drop on a worker thread (spawn then join: the joiner
 //! drops the last reference). Everything else (the shutdown drain, a

@@ -1,0 +1,236 @@
+//! The worker's own queues: which fiber runs next (`next_local`), the spawn
+//! batch and the work-first `run_next` slot, surplus entries, and fibers
+//! waiting for a stack.
+//!
+//! Rule: only the owning worker pops these queues (thieves go through the
+//! stealers, `steal.rs`); the order in which `next_local` serves them is
+//! the book's "Run order" and "One loop iteration", step 3
+//! (`../README.md`).
+
+use crossbeam_deque::Steal;
+
+use crate::runtime::shared::WorkerShared;
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::stack::budget;
+use crate::runtime::task::TaskRef;
+
+use super::{Next, WorkerLocal, FAIRNESS_TICKS, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
+
+impl WorkerLocal {
+    /// Work was pushed onto this worker's own deque (`fiber::join`): let an
+    /// idle worker know, unless no other worker could take it.
+    #[inline]
+    pub(crate) fn notify_idle_after_push(&self) {
+        if self.can_share {
+            self.shared.notify_idle();
+        }
+    }
+
+    /// Fibers in the deque and the ready queue (owner's view, no fence).
+    #[inline]
+    pub(crate) fn queued_len(&self) -> usize {
+        self.deque.len() + self.ready.len() + self.spawned.len()
+    }
+
+    /// A child spawned here while the wake slot was occupied
+    /// (`Shared::push_spawned`): kept in spawn order until the running
+    /// fiber gives control back; thieves may take the oldest meanwhile.
+    #[inline]
+    pub(crate) fn batch_spawned(&self, task: TaskRef) {
+        self.spawned.push(Runnable::Task(task));
+        self.has_spawned.set(true);
+        self.me().note_own_push(self);
+        // Stealable now: like a push onto the deque, a hint for sleepers.
+        self.shared.notify_idle();
+    }
+
+    /// The running fiber gave control back: its spawn batch goes onto the
+    /// deque, last spawned first, so the owner pops the children in spawn
+    /// order, before anything queued there earlier (the spawner's own
+    /// siblings: depth first), and thieves take the oldest entries.
+    #[inline(never)]
+    pub(super) fn flush_spawned(&self) {
+        self.has_spawned.set(false);
+        while let Some(t) = self.spawned.pop() {
+            self.deque.push(t);
+        }
+    }
+
+    /// Work-first spawn: run `task` right after the current fiber suspends.
+    pub(crate) fn set_run_next(&self, task: TaskRef) {
+        let prev = self.run_next.borrow_mut().replace(task);
+        debug_assert!(prev.is_none());
+    }
+
+    /// Next fiber from this worker's own queues.
+    ///
+    /// Fibers in the private yield queue keep the `RUNNING` state (nobody
+    /// but this worker can reach them, and a waker only sets `NOTIFIED`),
+    /// so a yield costs no atomic read-modify-write; those come back as
+    /// `Next::Owned`.
+    pub(super) fn next_local(&self) -> Option<Next> {
+        if let Some(t) = self.run_next.borrow_mut().take() {
+            return Some(Next::Queued(Runnable::Task(t)));
+        }
+        if let Some(t) = self.resume_after.borrow_mut().pop() {
+            return Some(Next::Owned(t));
+        }
+        if self.starved_len.get() != 0 && budget::has_room() {
+            // A stack slot is free again: the fibers waiting longest first.
+            if let Some(t) = self.pop_starved() {
+                return Some(Next::Owned(t));
+            }
+        }
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        let me = self.me();
+        if tick % FAIRNESS_TICKS == 0 {
+            if let Some(t) = steal_one(&me.pinned_inbox) {
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+            if let Some(r) = self.pop_inbox_skipping_surplus() {
+                return Some(Next::Queued(r));
+            }
+            if let Some(r) = self.deque.pop() {
+                self.slot_streak.set(0);
+                return Some(Next::Queued(r));
+            }
+            if let Some(t) = self.yielded.pop_front() {
+                return Some(Next::Owned(t));
+            }
+        }
+        // The wake slot first, but not more than `SLOT_STREAK_MAX` times
+        // in a row while other queues hold work.
+        let streak = self.slot_streak.get();
+        if streak < SLOT_STREAK_MAX {
+            if let Some(t) = me.wake_slot.take() {
+                self.slot_streak.set(streak + 1);
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+        }
+        if let Some(r) = self.next_queued(me) {
+            self.slot_streak.set(0);
+            return Some(r);
+        }
+        if let Some(t) = me.wake_slot.take() {
+            self.slot_streak.set(1);
+            return Some(Next::Queued(Runnable::Task(t)));
+        }
+        let t = self.yielded.pop_front();
+        t.map(Next::Owned)
+    }
+
+    /// `next_local`'s queues after the wake slot: the ready queue (fibers
+    /// woken again, in wake order: they finish work already started), the
+    /// deque (spawned and fork-join work, depth first), the pinned inbox,
+    /// the inbox.
+    #[inline]
+    pub(super) fn next_queued(&self, me: &WorkerShared) -> Option<Next> {
+        // `is_empty` is two inlined loads; `pop` is a call.
+        if !self.ready.is_empty() {
+            if let Some(t) = self.ready.pop() {
+                return Some(Next::Queued(t));
+            }
+        }
+        if !self.deque.is_empty() {
+            if let Some(t) = self.deque.pop() {
+                return Some(Next::Queued(t));
+            }
+        }
+        if !me.pinned_inbox.is_empty() {
+            if let Some(t) = steal_one(&me.pinned_inbox) {
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
+        }
+        // The inbox before the yield queue: a fiber woken from another
+        // thread has waited longer than one that just yielded. A batch
+        // goes to the ready queue, in inbox order.
+        if !me.inbox.is_empty() {
+            if let Some(t) = me.inbox.steal_batch_and_pop(&self.ready).success() {
+                return Some(Next::Queued(t));
+            }
+        }
+        None
+    }
+
+    /// The fairness pass's inbox entry: the first one that may still run,
+    /// dropping the surplus entries of reclaimed children before it (at
+    /// most `SURPLUS_SKIP` of them per pass). When the inbox holds
+    /// `INBOX_BACKLOG` entries or more, the pass also looks at the next
+    /// `INBOX_BACKLOG` entries behind that one, drops the surplus ones and
+    /// queues the others again at the back (their parents may still
+    /// reclaim them; running them here would move them across cores).
+    /// Without this, a busy worker, which serves its inbox only on this
+    /// pass until its deque runs dry, collected surplus entries behind
+    /// live ones: skynet on 2 workers left up to 200,000 in one inbox
+    /// (protocol: `fiber::task`, "Reclaim").
+    pub(super) fn pop_inbox_skipping_surplus(&self) -> Option<Runnable> {
+        let inbox = &self.me().inbox;
+        let mut first = None;
+        for _ in 0..SURPLUS_SKIP {
+            match steal_one(inbox)? {
+                Runnable::Task(t) if t.is_surplus() => self.drop_surplus(t),
+                r => {
+                    first = Some(r);
+                    break;
+                }
+            }
+        }
+        let first = first.or_else(|| steal_one(inbox))?;
+        if inbox.len() >= INBOX_BACKLOG {
+            for _ in 0..INBOX_BACKLOG {
+                match steal_one(inbox) {
+                    Some(Runnable::Task(t)) if t.is_surplus() => self.drop_surplus(t),
+                    Some(r) => inbox.push(r),
+                    None => break,
+                }
+            }
+        }
+        Some(first)
+    }
+
+    /// Drop a queue entry whose task is not `QUEUED` (see `run_task`).
+    #[inline]
+    pub(super) fn drop_surplus(&self, t: TaskRef) {
+        self.shared.sched.fiber_left_node(self.shared.node_of(self.index));
+        // Often the last reference (a reclaimed child's other entry).
+        self.tasks.recycle(t, &self.shared.task_spill);
+    }
+
+    /// Fallback path at its budget: keep the unstarted `task` (whose run
+    /// permission we hold) until a stack slot is free; meanwhile the worker
+    /// runs fibers that have stacks.
+    pub(super) fn starve(&self, task: TaskRef) {
+        self.starved.borrow_mut().push_back(task);
+        self.starved_len.set(self.starved_len.get() + 1);
+        self.shared.stacks.add_starved(self.index, 1);
+    }
+
+    pub(super) fn pop_starved(&self) -> Option<TaskRef> {
+        let t = self.starved.borrow_mut().pop_front()?;
+        self.starved_len.set(self.starved_len.get() - 1);
+        self.shared.stacks.add_starved(self.index, -1);
+        Some(t)
+    }
+
+    /// A reclaiming parent waits in `resume_after`.
+    #[inline]
+    pub(super) fn has_resume_after(&self) -> bool {
+        !self.resume_after.borrow().is_empty()
+    }
+}
+
+pub(super) fn steal_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
+    loop {
+        match q.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Pop anything from an injector (shutdown drain).
+pub(crate) fn drain_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
+    steal_one(q)
+}
