@@ -435,14 +435,17 @@ fn wake_slot_put_take_steal() {
     });
 }
 
-/// A spawner on worker 0 spawns three children (the first into the wake
-/// slot, two into the stealable spawn batch) and gives control back while
-/// worker 1 searches and sleeps: all three run once, no wake-up is lost.
+/// A spawner on worker 0 spawns two children (the first into the wake
+/// slot, the second into the stealable spawn batch) and gives control back
+/// while worker 1 searches and sleeps: both run once, no wake-up is lost.
+/// (A third child adds nothing the second does not: each batch push is a
+/// Chase-Lev push and an unfenced `notify_idle`, as a deque push; it only
+/// multiplies the schedules beyond what CI can explore.)
 #[test]
 fn spawn_batch_flush() {
     check("spawn_batch_flush (2 workers, stealing)", Some(3), || {
-        run_with_fiber_on_worker0(Rt::with_slots(2, true, 3), |rt| {
-            rt.push_spawned_then_give_back(0, 3);
+        run_with_fiber_on_worker0(Rt::with_slots(2, true, 2), |rt| {
+            rt.push_spawned_then_give_back(0, 2);
         });
     });
 }
