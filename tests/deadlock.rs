@@ -9,7 +9,7 @@
 //! must be released by destroying the root before the panic unwinds; with a
 //! plain thread blocked in a numafiber wait; across two runtimes), and no
 //! false alarm (a completion thread that is late; a second runtime whose
-//! fiber would finish, issue 12 item 5; a late completion beyond the
+//! fiber would finish; a late completion beyond the
 //! warning window prints one warning and still returns the value).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

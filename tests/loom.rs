@@ -1,4 +1,4 @@
-//! loom models of numafiber's wake-up protocols (issue 7, "Model checking").
+//! loom models of numafiber's wake-up protocols.
 //!
 //! Run with `scripts/loom.sh`, i.e.
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom -- --nocapture`.
@@ -412,7 +412,7 @@ fn park_vs_spawn_no_steal() {
 }
 
 // ---------------------------------------------------------------------
-// Model 2b: the wake slot (issue 15)
+// Model 2b: the wake slot
 // ---------------------------------------------------------------------
 
 /// Worker 0's fiber makes two fibers runnable on worker 0
@@ -1145,7 +1145,7 @@ fn reactor_one_ready_no_hand_off() {
 }
 
 // ---------------------------------------------------------------------
-// Channel hand-off into a waiting receiver's cell (issue 15)
+// Channel hand-off into a waiting receiver's cell
 // ---------------------------------------------------------------------
 
 /// A receiver queued with a pointer to its cell; a sender moves a value

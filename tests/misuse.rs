@@ -2,7 +2,7 @@
 //! where the API is a panicking one by design, a panic) whose message says
 //! what was wrong and how to fix it. Never an abort, never a hang.
 //!
-//! Cases that used to abort the process or hang (issue 12) run in a child
+//! Cases that used to abort the process or hang run in a child
 //! process under a timeout, one `#[test]` each, named for what it probes:
 //! the test re-executes this binary with `NUMAFIBER_MISUSE_CHILD=<test>`,
 //! the child runs the scenario and prints `CHILD-OK`, and the parent
@@ -231,7 +231,7 @@ fn misuse_table() {
             "panic",
             "WaitGroup",
         ),
-        // ---- issue 12 ----
+        // ---- bad input that used to abort or hang ----
         (
             "workers(100_000): over the worker limit (item 9)",
             Box::new(|| {

@@ -353,7 +353,7 @@ fn node_of_page(addr: usize) -> Option<usize> {
 }
 
 /// Fiber stacks are bound to the NUMA node of the worker whose pool carved
-/// them (issue 11): a fiber pinned to each worker touches its stack, and
+/// them: a fiber pinned to each worker touches its stack, and
 /// the kernel says which node holds that page. In the 4-node guest (kernel
 /// 6.1, no MADV_GUARD_INSTALL) this is the fallback path; on a 6.13+ NUMA
 /// host, the slab path.

@@ -1,5 +1,5 @@
-//! Per-worker policy memory does not grow with the number of workers
-//! (issue 12 item 9), measured on the real heap: a counting global
+//! Per-worker policy memory does not grow with the number of workers,
+//! measured on the real heap: a counting global
 //! allocator (per thread, so parallel tests do not disturb it) sees what a
 //! worker's policy state and its steal passes allocate.
 
@@ -86,7 +86,7 @@ fn per_worker_heap(s: &Scheduler, thief: usize, passes: usize) -> (isize, u64) {
 
 /// 2, 64 and 1024 workers on one node and on 4 nodes, every policy: the
 /// same bytes per worker whatever the worker count, and no allocation in a
-/// steal pass. Before issue 12 item 9 a Nlh thief held 64 B at 4 workers and
+/// steal pass. Before this rule a Nlh thief held 64 B at 4 workers and
 /// 8,472 B at 1,024 (a victim list of 8 B per worker, a status bitmap of
 /// 2 bits per worker).
 #[test]

@@ -1,4 +1,4 @@
-//! Fiber stacks (issue 11, and issue 12 items 1, 2, 6, 7, 12): a million
+//! Fiber stacks: a million
 //! fibers with default settings, small stacks, overflow reports on slab
 //! stacks, `/proc/self/maps` staying O(slabs), the forced fallback path
 //! (`NUMAFIBER_NO_GUARD_INSTALL=1`, as on kernels without

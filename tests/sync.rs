@@ -844,7 +844,7 @@ fn no_deadlock_report_when_disabled() {
     t.join().unwrap();
 }
 
-// ---------------------------------------------------------------- direct hand-off (issue 15)
+// ---------------------------------------------------------------- direct hand-off
 
 /// A value whose fate is recorded exactly once: received, returned to its
 /// sender, or dropped by the channel (buffered when the last receiver

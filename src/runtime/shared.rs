@@ -688,7 +688,7 @@ impl Shared {
     /// as soon as the current fiber gives control back; otherwise at the
     /// back of `w`'s FIFO ready queue, behind the fibers readied before it
     /// (the slot keeps the first one: fibers woken by one fiber run in wake
-    /// order, "Run order" in `worker/README.md`), and then an idle worker
+    /// order, "Run order" in `runtime/README.md`), and then an idle worker
     /// is woken: there is more work than this worker takes next. A lone
     /// entry wakes somebody only if no worker searches or watches
     /// (`Idle::notify_unwatched`): a woken fiber is usually what this
