@@ -531,12 +531,13 @@ impl Shared {
     }
 
     /// Worker `held` has run one fiber past the stall threshold (the stall
-    /// monitor's take-over): the fibers only it would run soon, its wake
-    /// slot's and held-child slot's entries, go to the inbox of the next
-    /// worker, which runs them even while busy (its fairness pass), instead
-    /// of waiting for an idle thief. Its deque, ready queue and spawn batch
-    /// are stealable as they are. Stealing policies with two workers or
-    /// more only (otherwise the slots are private to their owner).
+    /// monitor's take-over): the fibers only it would run soon go to an
+    /// inbox, which its owner serves even while busy (its fairness pass),
+    /// instead of waiting for an idle thief: its wake slot's entry to the
+    /// next worker's, its held-back child to the inbox of the worker it was
+    /// placed on. Its deque, ready queue and spawn batch are stealable as
+    /// they are. Stealing policies with two workers or more only (otherwise
+    /// the slots are private to their owner).
     pub(crate) fn take_over(&self, held: usize) {
         let n = self.workers.len();
         if n < 2 || !self.sched.steals() {
@@ -544,10 +545,13 @@ impl Shared {
         }
         let target = (held + 1) % n;
         let w = &self.workers[held];
-        for t in [w.wake_slot.steal(), w.held.steal()].into_iter().flatten() {
+        if let Some(t) = w.wake_slot.steal() {
             self.sched.fiber_moved(self.node_of(held), self.node_of(target), 1);
             self.push_inbox(target, t);
         }
+        // A held-back child goes where placement put it, as when its
+        // spawner gives control back.
+        self.release_held(held);
     }
 
     /// `task` into worker `target`'s inbox, then make sure someone runs it
