@@ -19,8 +19,8 @@ fn main() {
     // A server's workers are not pinned to a PU each: a worker asleep in
     // `epoll_wait` on a PU of its own must be woken on that PU for every
     // request, where the kernel would otherwise wake it on the CPU of the
-    // thread that sent the request (figures: BENCHMARKS.md, "Servers:
-    // pinning"). `pin` as the third argument pins them.
+    // thread that sent the request (figures: BENCHMARKS.md, "Servers
+    // under wrk", "Pinning"). `pin` as the third argument pins them.
     let pin = match args.get(3).map(String::as_str) {
         None => false,
         Some("pin") => true,
