@@ -11,34 +11,13 @@
 use std::io::{Read, Write};
 
 use numafiber::net::TcpListener;
-use numafiber::{fiber, Runtime};
+
+#[path = "common/server_args.rs"]
+mod server_args;
+use numafiber::fiber;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let addr = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:7000".to_string());
-    // A server's workers are not pinned to a PU each: a worker asleep in
-    // `epoll_wait` on a PU of its own must be woken on that PU for every
-    // request, where the kernel would otherwise wake it on the CPU of the
-    // thread that sent the request (figures: BENCHMARKS.md, "Servers
-    // under wrk", "Pinning"). `pin` as the third argument pins them.
-    let pin = match args.get(3).map(String::as_str) {
-        None => false,
-        Some("pin") => true,
-        Some(x) => {
-            eprintln!("echo_server: the third argument may only be `pin`, got {x:?}");
-            std::process::exit(2);
-        }
-    };
-    let mut b = Runtime::builder().pin_workers(pin);
-    if let Some(w) = args.get(2) {
-        match w.parse::<usize>() {
-            Ok(n) if n > 0 => b = b.workers(n),
-            _ => {
-                eprintln!("echo_server: WORKERS must be a positive integer, got {w:?}");
-                std::process::exit(2);
-            }
-        }
-    }
+    let (addr, b) = server_args::parse("echo_server", "127.0.0.1:7000");
     let max: Option<usize> = std::env::var("NUMAFIBER_ECHO_MAX_CONNS").ok().and_then(|v| v.parse().ok());
     let rt = match b.build() {
         Ok(rt) => rt,

@@ -1,4 +1,4 @@
-//! The run order rule (`src/runtime/worker/README.md`, "Run order";
+//! The run order rule (`src/runtime/README.md`, "Run order";
 //! `docs/porting-from-cpp.md`): on one worker, siblings start in the order
 //! they were spawned, fibers woken by one fiber run in the order they were
 //! woken, and the run-next slot is not used more than 3 times in a row, so
@@ -14,24 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use numafiber::sync::{channel, Condvar, Mutex};
-use numafiber::{fiber, Runtime, Topology};
 
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).topology(Topology::uniform(1, workers)).build().expect("runtime")
-}
-
-/// Run `f` on a fresh thread; fail (instead of hanging the suite) if it
-/// has not returned after `secs` seconds.
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(r) => r,
-        Err(_) => panic!("{what}: did not complete within {secs} s"),
-    }
-}
+mod common;
+use common::{uniform_rt as rt, within};
+use numafiber::fiber;
 
 /// A log of fiber events, in the order they happened.
 #[derive(Clone, Default)]

@@ -10,25 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use numafiber::sync::channel::{self, TryRecvError};
+
+mod common;
+use common::{uniform_rt as rt, within};
 use numafiber::sync::{Mutex, Semaphore};
 use numafiber::{fiber, Runtime, Topology};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).topology(Topology::uniform(1, workers)).build().expect("runtime")
-}
-
-/// Run `f` on a fresh thread; fail (instead of hanging the suite) if it
-/// has not returned after `secs` seconds.
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(r) => r,
-        Err(_) => panic!("{what}: did not complete within {secs} s (a fiber starves the one it waits for)"),
-    }
-}
 
 /// Boost.Fiber `test_mutex_post.cpp`, fn18 in spirit: one fiber holds the
 /// lock across a 250 ms sleep, another spins on `try_lock` on the same

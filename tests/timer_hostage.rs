@@ -1,4 +1,4 @@
-//! Timers no fiber can hold hostage (`src/runtime/worker/README.md`,
+//! Timers no fiber can hold hostage (`src/runtime/README.md`,
 //! "Timers any worker can fire"): a due timer fires even while its worker
 //! runs a fiber that never gives control back, because an idle worker
 //! fires it and runs the woken fiber itself.
@@ -12,18 +12,8 @@ use std::time::Duration;
 
 use numafiber::{fiber, Runtime, Topology};
 
-/// Run `f` on a fresh thread; fail (instead of hanging the suite) if it
-/// has not returned after `secs` seconds.
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(r) => r,
-        Err(_) => panic!("{what}: did not complete within {secs} s (a timer is held hostage)"),
-    }
-}
+mod common;
+use common::within;
 
 /// A fiber pinned to worker 0 starts a sleeper there, lets it arm its
 /// timer on worker 0, then spins without yielding until the sleeper has
@@ -32,7 +22,7 @@ fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send
 /// the round proves nothing and is repeated.)
 #[test]
 fn a_due_timer_fires_while_its_worker_runs_a_fiber_that_never_yields() {
-    let (armed_on, woke_on) = within(60, "timer on a held worker", || {
+    let (armed_on, woke_on) = within(60, "timer on a held worker (a timer is held hostage)", || {
         let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().expect("runtime");
         rt.block_on(|| {
             for _ in 0..100 {

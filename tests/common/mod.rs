@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use numafiber::{fiber, Runtime};
+use numafiber::{fiber, Runtime, Topology};
 use numafiber::sync::{Barrier, Mutex};
 
 /// The text of a panic payload (`String` or `&str`), empty otherwise.
@@ -75,5 +75,23 @@ pub struct Tally(pub Arc<std::sync::atomic::AtomicUsize>);
 impl Drop for Tally {
     fn drop(&mut self) {
         self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A runtime of `workers` workers on one node (`Topology::uniform(1, workers)`).
+pub fn uniform_rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).topology(Topology::uniform(1, workers)).build().expect("runtime")
+}
+
+/// Run `f` on a fresh thread; fail (instead of hanging the suite) if it
+/// has not returned after `secs` seconds.
+pub fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(r) => r,
+        Err(_) => panic!("{what}: did not complete within {secs} s"),
     }
 }
