@@ -167,11 +167,9 @@ pub(crate) fn request(task: &TaskRef, wake: impl FnOnce(TaskRef)) {
     if task.flags_or(CANCEL) & CANCEL != 0 {
         return; // requested before: that request woke it
     }
-    if task.transition_to_notified() {
-        // SAFETY: we won `PARKED -> QUEUED`: the reference the parked task
-        // held on itself is ours to push (`task` module docs, step 5);
-        // `task` is an `Arc`'s pointer.
-        wake(unsafe { Arc::from_raw(Arc::as_ptr(task)) });
+    // SAFETY: `task` is a live `Arc<Task>`.
+    if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(task)) } {
+        wake(t);
     }
 }
 

@@ -55,8 +55,6 @@ impl Waiter {
             Waiter::Fiber { task, shared } => {
                 // SAFETY: `task` is a live `Arc<Task>`: we hold a count.
                 if let Some(t) = unsafe { notify_parked(Arc::as_ptr(&task)) } {
-                    #[cfg(feature = "tracing")]
-                    crate::runtime::dump::fiber_tracing::wake(&t);
                     shared.reschedule(t);
                 }
                 // Our count is released here; the run queue holds the

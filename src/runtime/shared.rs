@@ -601,15 +601,10 @@ impl Shared {
 
     /// Wake a parked fiber (or leave a token if it is still running).
     pub(crate) fn wake(self: &Arc<Self>, task: TaskRef) {
-        if task.transition_to_notified() {
-            #[cfg(feature = "tracing")]
-            crate::runtime::dump::fiber_tracing::wake(&task);
-            // We push our own reference: release the one the parked task
-            // held on itself (`fiber::task`, step 5).
-            // SAFETY: that reference exists (we won `PARKED -> QUEUED`),
-            // and ours keeps the count above zero.
-            unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
-            self.reschedule(task);
+        // SAFETY: `task` is a live `Arc<Task>`: we hold a count, released
+        // here; the run queue gets the parked task's own reference.
+        if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+            self.reschedule(t);
         }
     }
 
@@ -622,22 +617,23 @@ impl Shared {
         if task.pinned.is_some() || self.draining.load(Relaxed) || ws.wake_slot.is_occupied() {
             return self.wake(task);
         }
-        if task.transition_to_notified() {
-            #[cfg(feature = "tracing")]
-            crate::runtime::dump::fiber_tracing::wake(&task);
-            // As in `wake`: the parked task's reference to itself is
-            // released, ours is pushed.
-            // SAFETY: that reference exists (we won `PARKED -> QUEUED`),
-            // and ours keeps the count above zero.
-            unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
-            let last = task.last_worker();
-            if last != w.index {
-                self.sched.fiber_moved(self.node_of(last), self.node_of(w.index), 1);
-            }
+        // SAFETY: as in `wake`.
+        if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+            self.note_arrival(&t, w.index);
             // Only the owner puts into its slot: still empty (checked
             // above, on this thread).
-            ws.wake_slot.put(task);
+            ws.wake_slot.put(t);
             ws.note_own_push(w);
+        }
+    }
+
+    /// `task`, last on another worker, is pushed onto worker `me`: the
+    /// policy's node accounting follows it.
+    #[inline]
+    fn note_arrival(&self, task: &TaskRef, me: usize) {
+        let last = task.last_worker();
+        if last != me {
+            self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
         }
     }
 
@@ -674,12 +670,8 @@ impl Shared {
         if !local.is_null() && !self.draining.load(Relaxed) {
             // SAFETY: `local` is this thread's live worker (caller).
             let w = unsafe { &*local };
-            let me = w.index;
-            let last = task.last_worker();
-            if last != me {
-                self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
-            }
-            self.push_local(me, w, task);
+            self.note_arrival(&task, w.index);
+            self.push_local(w.index, w, task);
             return;
         }
         // Not the body: the shutdown drain may be destroying it already
@@ -733,11 +725,11 @@ impl Shared {
         let ws = &self.workers[me];
         if !ws.wake_slot.is_occupied() {
             ws.wake_slot.put(task);
-            ws.note_own_push(w);
-            self.notify_idle();
         } else {
             w.batch_spawned(task);
         }
+        ws.note_own_push(w);
+        self.notify_idle();
     }
 
     /// Choose the worker for a new fiber of spawner `me` (a worker of this

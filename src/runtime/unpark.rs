@@ -73,12 +73,7 @@ impl Fiber {
     /// ```
     pub fn unpark(&self) {
         self.task.flags_or(UNPARK);
-        if self.task.transition_to_notified() {
-            // SAFETY: we won `PARKED -> QUEUED`: the reference the parked
-            // task held on itself is ours to push (`task` module docs, step 5).
-            let t = unsafe { Arc::from_raw(Arc::as_ptr(&self.task)) };
-            self.shared.reschedule(t);
-        }
+        self.wake_only();
     }
 
     /// The fiber's id (as in [`FiberInfo::id`](crate::fiber::FiberInfo::id)).
@@ -121,9 +116,8 @@ impl std::fmt::Debug for Fiber {
 impl Fiber {
     /// Wake without a token (`block_on_future`'s waker keeps its own flag).
     pub(crate) fn wake_only(&self) {
-        if self.task.transition_to_notified() {
-            // SAFETY: as in `unpark`.
-            let t = unsafe { Arc::from_raw(Arc::as_ptr(&self.task)) };
+        // SAFETY: `self.task` is a live `Arc<Task>`.
+        if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&self.task)) } {
             self.shared.reschedule(t);
         }
     }

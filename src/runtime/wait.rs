@@ -360,6 +360,9 @@ impl Direct {
 pub(crate) unsafe fn notify_parked(task: *const Task) -> Option<TaskRef> {
     // SAFETY: alive (caller).
     if unsafe { (*task).transition_to_notified() } {
+        // SAFETY: alive (caller).
+        #[cfg(feature = "tracing")]
+        crate::runtime::dump::fiber_tracing::wake(unsafe { &*task });
         // SAFETY: we won `PARKED -> QUEUED`, so we own the reference the
         // parked task held on itself, made by `Arc` from `task` (caller).
         Some(unsafe { Arc::from_raw(task) })

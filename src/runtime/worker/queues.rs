@@ -39,9 +39,6 @@ impl WorkerLocal {
     pub(crate) fn batch_spawned(&self, task: TaskRef) {
         self.spawned.push(Runnable::Task(task));
         self.has_spawned.set(true);
-        self.me().note_own_push(self);
-        // Stealable now: like a push onto the deque, a hint for sleepers.
-        self.shared.notify_idle();
     }
 
     /// The running fiber gave control back: its spawn batch goes onto the

@@ -83,7 +83,7 @@ impl WorkerLocal {
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
                 crate::runtime::io::poll_busy(shared, self.index);
-                if self.me().wake_slot.is_occupied() || !self.ready.is_empty() {
+                if me.wake_slot.is_occupied() || !self.ready.is_empty() {
                     break None;
                 }
             }
