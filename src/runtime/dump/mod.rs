@@ -657,7 +657,8 @@ pub(crate) fn deadline_code(d: Instant) -> u64 {
     d.saturating_duration_since(epoch()).as_nanos().min(u128::from(u64::MAX)) as u64
 }
 
-fn deadline_from_code(c: u64) -> Instant {
+/// The deadline `deadline_code` made `c` of.
+pub(crate) fn deadline_from_code(c: u64) -> Instant {
     epoch() + Duration::from_nanos(c)
 }
 

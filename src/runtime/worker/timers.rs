@@ -17,7 +17,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::runtime::shared::Shared;
@@ -34,16 +34,10 @@ const TIMER_COMPACT_MIN: usize = 64;
 /// No timer armed (`WorkerTimers::next`).
 const NONE: u64 = u64::MAX;
 
-/// Time base of the published deadlines.
-static EPOCH: OnceLock<Instant> = OnceLock::new();
-
-fn epoch() -> Instant {
-    *EPOCH.get_or_init(Instant::now)
-}
-
-/// `t` as nanoseconds since `EPOCH` (saturating; 0 before it).
+/// `t` as nanoseconds after the runtime's process-wide time origin
+/// (`dump::deadline_code`; saturating, 0 before it, never `NONE`).
 fn to_nanos(t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(NONE - 1)
+    crate::runtime::dump::deadline_code(t).min(NONE - 1)
 }
 
 /// A timer entry: wake `task` at `deadline`.
@@ -89,7 +83,7 @@ struct Heap {
 /// One worker's timers (in `WorkerShared`).
 pub(crate) struct WorkerTimers {
     heap: Mutex<Heap>,
-    /// The earliest deadline in nanoseconds since `EPOCH`, `NONE` when no
+    /// The earliest deadline in nanoseconds after the time origin, `NONE` when no
     /// timer is armed; written under the lock, read without it (a hint).
     next: AtomicU64,
     /// Timers armed and not fired yet (the deadlock detector: a pending
@@ -164,7 +158,7 @@ impl WorkerTimers {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         match self.next.load(Acquire) {
             NONE => None,
-            n => Some(epoch() + Duration::from_nanos(n)),
+            n => Some(crate::runtime::dump::deadline_from_code(n)),
         }
     }
 
