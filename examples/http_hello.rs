@@ -77,25 +77,29 @@ fn respond(head: &[u8], out: &mut Vec<u8>) -> bool {
         }
     }
     let head_only = line.starts_with(b"HEAD ");
-    let (status, body) = if line.starts_with(b"GET ") || head_only {
-        ("200 OK", BODY)
-    } else {
-        ("405 Method Not Allowed", "only GET and HEAD\n")
-    };
-    // Writing into a `Vec` cannot fail.
-    let _ = write!(
-        out,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n",
-        body.len(),
-        if close { "Connection: close\r\n" } else { "" }
-    );
-    if !head_only {
-        out.extend_from_slice(body.as_bytes());
-    }
+    let ok = line.starts_with(b"GET ") || head_only;
+    out.extend_from_slice(&RESPONSES[usize::from(ok) * 4 + usize::from(head_only) * 2 + usize::from(close)]);
     close
 }
 
-/// The first position of `pat` in `hay`.
+/// Every response this server gives, formatted once: index
+/// `ok * 4 + head_only * 2 + close` (a refused method is never `HEAD`).
+static RESPONSES: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| {
+        let (ok, head_only, close) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);
+        let (status, body) = if ok { ("200 OK", BODY) } else { ("405 Method Not Allowed", "only GET and HEAD\n") };
+        let mut r = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n",
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        );
+        if !head_only {
+            r.push_str(body);
+        }
+        r.into_bytes()
+    })
+});
+
 fn find(hay: &[u8], pat: &[u8]) -> Option<usize> {
     hay.windows(pat.len()).position(|w| w == pat)
 }

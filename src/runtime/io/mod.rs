@@ -12,14 +12,14 @@
 //! `../README.md`, "The I/O driver"; its synchronisation is in [`driver`].
 //!
 //! Readiness per socket ([`ScheduledIo`]): a sequence number per direction
-//! and the fibers waiting for it, under one small mutex. An I/O call reads
+//! (an atomic word, changed only under the socket's small mutex) and the
+//! fibers waiting for it (under that mutex). An I/O call reads
 //! the sequence, tries the syscall, and on `WouldBlock` parks only if the
 //! sequence has not moved (an event in between means "retry"), so an edge
 //! of mio's edge-triggered readiness is never missed.
 
 pub(crate) mod driver;
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -52,50 +52,78 @@ pub(crate) enum Dir {
     Write,
 }
 
+/// The waiters of one socket, per direction (under `ScheduledIo::waiters`).
 #[derive(Default)]
-struct IoState {
-    /// Bumped by every readiness event of the direction.
-    seq: [u64; 2],
+struct Waiters {
     /// Fibers parked until the next event of the direction.
-    waiters: [Vec<TaskRef>; 2],
-    /// An event of the direction carried the peer's close or an error:
-    /// a short transfer no longer means "drained" (no later event repeats
-    /// the close). Sticky.
-    closed: [bool; 2],
+    of: [Vec<TaskRef>; 2],
 }
 
 /// The readiness record of one registered socket.
+///
+/// Rule: `seq` and `waiting` change only under the `waiters` lock, so
+/// `add_waiter` (which checks `seq` under it) and `ready` (which bumps it
+/// and takes the waiters under it) are ordered; readers of `seq` alone
+/// (an I/O call about to try its syscall) need no lock: they compare
+/// what they read with the count `add_waiter` sees under the lock.
 pub(crate) struct ScheduledIo {
-    state: Mutex<IoState>,
+    waiters: Mutex<Waiters>,
+    /// Per direction: the count of its readiness events shifted left by
+    /// one, plus `CLOSED` once an event of it carried the peer's close or
+    /// an error (then a short transfer no longer means "drained": no later
+    /// event repeats the close). The flag is sticky.
+    seq: [AtomicU64; 2],
+    /// Per direction: how many fibers are in `waiters` (read without the
+    /// lock by `remove_waiter`: 0 means a waiter woken by an event is
+    /// already out of the list).
+    waiting: [AtomicUsize; 2],
 }
 
+const CLOSED: u64 = 1;
+
 impl ScheduledIo {
+    fn new() -> ScheduledIo {
+        ScheduledIo {
+            waiters: Mutex::new(Waiters::default()),
+            seq: [AtomicU64::new(0), AtomicU64::new(0)],
+            waiting: [AtomicUsize::new(0), AtomicUsize::new(0)],
+        }
+    }
+
     /// The direction's event count (read before trying the syscall), and
     /// whether an event of it carried a close or an error so far.
+    #[inline]
     pub(crate) fn seq(&self, d: Dir) -> (u64, bool) {
-        let s = lock(&self.state);
-        (s.seq[d as usize], s.closed[d as usize])
+        let v = self.seq[d as usize].load(Acquire);
+        (v >> 1, v & CLOSED != 0)
     }
 
     /// Register `task` as waiting for the next event of `d` unless one came
     /// since `seen` (then return `false`: retry the syscall).
     pub(crate) fn add_waiter(&self, reactor: &Reactor, d: Dir, seen: u64, task: &TaskRef) -> bool {
-        let mut s = lock(&self.state);
-        if s.seq[d as usize] != seen {
+        let mut w = lock(&self.waiters);
+        if self.seq[d as usize].load(Relaxed) >> 1 != seen {
             return false;
         }
-        s.waiters[d as usize].push(task.clone());
+        w.of[d as usize].push(task.clone());
+        self.waiting[d as usize].store(w.of[d as usize].len(), Relaxed);
         reactor.waiting.fetch_add(1, SeqCst);
         true
     }
 
     /// Take `task` out of the waiters of `d` if it is still there (woken by
-    /// a timer, or being unwound).
+    /// a timer, or being unwound). A waiter woken by an event was taken out
+    /// by `ready` before its wake-up, which happens before this call: with
+    /// nobody in the list there is nothing to look for.
     pub(crate) fn remove_waiter(&self, reactor: &Reactor, d: Dir, task: &TaskRef) {
-        let mut s = lock(&self.state);
-        let w = &mut s.waiters[d as usize];
+        if self.waiting[d as usize].load(Acquire) == 0 {
+            return;
+        }
+        let mut s = lock(&self.waiters);
+        let w = &mut s.of[d as usize];
         if let Some(i) = w.iter().position(|t| Arc::ptr_eq(t, task)) {
             w.swap_remove(i);
+            self.waiting[d as usize].store(w.len(), Relaxed);
             reactor.waiting.fetch_sub(1, SeqCst);
         }
     }
@@ -104,18 +132,86 @@ impl ScheduledIo {
         let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
         let write = ev.is_writable() || ev.is_write_closed() || ev.is_error();
         let closed = [ev.is_read_closed() || ev.is_error(), ev.is_write_closed() || ev.is_error()];
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.waiters);
         for (d, on) in [(Dir::Read, read), (Dir::Write, write)] {
             if on {
-                s.closed[d as usize] |= closed[d as usize];
-                s.seq[d as usize] += 1;
-                let n = s.waiters[d as usize].len();
+                let i = d as usize;
+                let v = self.seq[i].load(Relaxed);
+                self.seq[i].store((v + 2) | if closed[i] { CLOSED } else { 0 }, Release);
+                let n = s.of[i].len();
                 if n != 0 {
-                    out.append(&mut s.waiters[d as usize]);
+                    out.append(&mut s.of[i]);
+                    self.waiting[i].store(0, Release);
                     reactor.waiting.fetch_sub(n, SeqCst);
                 }
             }
         }
+    }
+}
+
+/// The registered sockets by token: a slab, so an event finds its socket
+/// by index. A token is the slot's index + 1 (0 is the waker's) in the low
+/// half of the word and the slot's generation in the high half: an event
+/// for a socket deregistered since (its slot reused) finds another
+/// generation and is dropped.
+#[derive(Default)]
+struct Sources {
+    slots: Vec<SourceSlot>,
+    free: Vec<usize>,
+}
+
+struct SourceSlot {
+    generation: usize,
+    io: Option<Arc<ScheduledIo>>,
+}
+
+const GEN_SHIFT: u32 = usize::BITS / 2;
+const INDEX_MASK: usize = (1 << GEN_SHIFT) - 1;
+
+impl Sources {
+    /// Store `io`; its token.
+    fn insert(&mut self, io: Arc<ScheduledIo>) -> io::Result<usize> {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                if self.slots.len() >= INDEX_MASK - 1 {
+                    return Err(io::Error::other(format!(
+                        "numafiber::net: {} sockets are registered with the runtime's reactor, its limit; \
+                         close sockets before opening more",
+                        self.slots.len()
+                    )));
+                }
+                self.slots.push(SourceSlot { generation: 0, io: None });
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[i];
+        slot.io = Some(io);
+        Ok((slot.generation << GEN_SHIFT) | (i + 1))
+    }
+
+    /// The socket of `token`, if it is still registered.
+    #[inline]
+    fn get(&self, token: usize) -> Option<&Arc<ScheduledIo>> {
+        let slot = self.slots.get((token & INDEX_MASK).checked_sub(1)?)?;
+        if slot.generation != token >> GEN_SHIFT {
+            return None;
+        }
+        slot.io.as_ref()
+    }
+
+    /// Forget the socket of `token`; its slot is reused under the next
+    /// generation (which wraps within the high half of the word: an event
+    /// would have to outlive that many reuses of one slot to be misread,
+    /// and a misread event only costs a retried syscall).
+    fn remove(&mut self, token: usize) {
+        let Some(i) = (token & INDEX_MASK).checked_sub(1) else { return };
+        let Some(slot) = self.slots.get_mut(i) else { return };
+        if slot.generation != token >> GEN_SHIFT || slot.io.take().is_none() {
+            return;
+        }
+        slot.generation = (slot.generation + 1) & INDEX_MASK;
+        self.free.push(i);
     }
 }
 
@@ -132,8 +228,7 @@ pub(crate) struct Reactor {
     /// the driver blocks in the poll.
     registry: Registry,
     waker: Waker,
-    sources: Mutex<HashMap<usize, Arc<ScheduledIo>>>,
-    next_token: AtomicUsize,
+    sources: Mutex<Sources>,
     /// Sockets registered now.
     registered: AtomicUsize,
     /// Fibers parked on readiness now (deadlock detector, busy polling).
@@ -154,8 +249,7 @@ impl Reactor {
             poll: Mutex::new(PollState { poll, events: Events::with_capacity(EVENTS_CAPACITY) }),
             registry,
             waker,
-            sources: Mutex::new(HashMap::new()),
-            next_token: AtomicUsize::new(1),
+            sources: Mutex::new(Sources::default()),
             registered: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             would_block: AtomicU64::new(0),
@@ -202,11 +296,10 @@ impl Reactor {
     /// Register `src` for read and write readiness (edge-triggered, once
     /// for the socket's life).
     pub(crate) fn register(self: &Arc<Self>, src: &mut impl Source) -> io::Result<Registration> {
-        let token = self.next_token.fetch_add(1, Relaxed);
-        let io = Arc::new(ScheduledIo { state: Mutex::new(IoState::default()) });
-        lock(&self.sources).insert(token, io.clone());
+        let io = Arc::new(ScheduledIo::new());
+        let token = lock(&self.sources).insert(io.clone())?;
         if let Err(e) = self.registry.register(src, Token(token), Interest::READABLE | Interest::WRITABLE) {
-            lock(&self.sources).remove(&token);
+            lock(&self.sources).remove(token);
             return Err(e);
         }
         self.registered.fetch_add(1, SeqCst);
@@ -241,7 +334,7 @@ impl Reactor {
             if ev.token() == WAKER_TOKEN {
                 continue;
             }
-            if let Some(io) = map.get(&ev.token().0) {
+            if let Some(io) = map.get(ev.token().0) {
                 io.ready(self, ev, out);
             }
         }
@@ -267,7 +360,7 @@ impl Registration {
         // Closing the fd would remove it from epoll too; deregistering
         // first keeps a dup'ed fd (after `into_raw_fd` games) from firing.
         let _ = self.reactor.registry.deregister(src);
-        lock(&self.reactor.sources).remove(&self.token);
+        lock(&self.reactor.sources).remove(self.token);
         self.reactor.registered.fetch_sub(1, SeqCst);
     }
 }

@@ -39,6 +39,12 @@ impl WorkerLocal {
         let others = shared.idle.begin_search();
         let budget = self.spin_budget.get();
         let spin = 2 * others < shared.workers.len() && !budget.is_zero();
+        // While fibers wait on sockets, the core goes to whoever wants it
+        // between passes (`sched_yield`) instead of being held by spin
+        // hints: a server's cores are shared with the other ends of its
+        // connections (a load generator, a proxy), and the thread about to
+        // send the next request must not wait for our budget to run out.
+        let give_core = shared.reactor.get().is_some_and(|r| r.waiting() != 0);
         let mut start: Option<Instant> = None;
         let mut polled: Option<Instant> = None;
         let mut spun_out = false;
@@ -61,10 +67,16 @@ impl WorkerLocal {
                 }
                 Some(_) => {}
             }
-            for _ in 0..pauses {
-                std::hint::spin_loop();
+            if give_core {
+                // SAFETY: `sched_yield` takes no arguments and only asks the
+                // kernel to run another thread on this core first.
+                unsafe { libc::sched_yield() };
+            } else {
+                for _ in 0..pauses {
+                    std::hint::spin_loop();
+                }
+                pauses = (pauses * 2).min(SPIN_PAUSES_MAX);
             }
-            pauses = (pauses * 2).min(SPIN_PAUSES_MAX);
             // Work may have appeared at home while we spun. A lone fresh
             // inbox entry was placed here by a busy worker: if that worker
             // runs out of work first (it spawned the fiber and joins it at
