@@ -471,3 +471,40 @@ pub(crate) fn unpark_poller(flag: &PollFlag, reactor: &OnceLock<Arc<Reactor>>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reused_slot_does_not_answer_to_its_old_token() {
+        let mut s = Sources::default();
+        let a = Arc::new(ScheduledIo::new());
+        let b = Arc::new(ScheduledIo::new());
+        let ta = s.insert(a.clone()).unwrap();
+        assert_ne!(ta, WAKER_TOKEN.0);
+        assert!(Arc::ptr_eq(s.get(ta).unwrap(), &a));
+        s.remove(ta);
+        assert!(s.get(ta).is_none());
+        let tb = s.insert(b.clone()).unwrap();
+        // Same slot, next generation: the old token finds nothing.
+        assert_eq!(tb & INDEX_MASK, ta & INDEX_MASK);
+        assert_ne!(tb, ta);
+        assert!(s.get(ta).is_none());
+        assert!(Arc::ptr_eq(s.get(tb).unwrap(), &b));
+        // Removing by the stale token leaves the new socket registered.
+        s.remove(ta);
+        assert!(Arc::ptr_eq(s.get(tb).unwrap(), &b));
+        assert!(s.get(0).is_none());
+        assert!(s.get(usize::MAX).is_none());
+    }
+
+    #[test]
+    fn seq_keeps_the_closed_flag_and_counts_events() {
+        let io = ScheduledIo::new();
+        assert_eq!(io.seq(Dir::Read), (0, false));
+        io.seq[Dir::Read as usize].store((3 << 1) | CLOSED, Relaxed);
+        assert_eq!(io.seq(Dir::Read), (3, true));
+        assert_eq!(io.seq(Dir::Write), (0, false));
+    }
+}
