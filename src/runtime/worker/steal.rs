@@ -67,16 +67,7 @@ impl WorkerLocal {
                 }
                 Some(_) => {}
             }
-            if give_core {
-                // SAFETY: `sched_yield` takes no arguments and only asks the
-                // kernel to run another thread on this core first.
-                unsafe { libc::sched_yield() };
-            } else {
-                for _ in 0..pauses {
-                    std::hint::spin_loop();
-                }
-                pauses = (pauses * 2).min(SPIN_PAUSES_MAX);
-            }
+            between_passes(give_core, &mut pauses);
             // Work may have appeared at home while we spun. A lone fresh
             // inbox entry was placed here by a busy worker: if that worker
             // runs out of work first (it spawned the fiber and joins it at
@@ -219,6 +210,22 @@ impl WorkerLocal {
     pub(super) fn steal_wake_slot(&self, v: usize) -> Option<TaskRef> {
         steal_ripe(&self.shared.workers[v].wake_slot)
     }
+}
+
+/// The wait between two steal passes: the core given away (`give_core`:
+/// fibers wait on sockets, `WorkerLocal::steal`), or `pauses` spin hints,
+/// doubled for the next time up to `SPIN_PAUSES_MAX`.
+fn between_passes(give_core: bool, pauses: &mut u32) {
+    if give_core {
+        // SAFETY: `sched_yield` takes no arguments and only asks the
+        // kernel to run another thread on this core first.
+        unsafe { libc::sched_yield() };
+        return;
+    }
+    for _ in 0..*pauses {
+        std::hint::spin_loop();
+    }
+    *pauses = (*pauses * 2).min(SPIN_PAUSES_MAX);
 }
 
 /// A thief's take of another worker's slot entry: only once the same entry
