@@ -29,6 +29,7 @@ const MAX_HEAD: usize = 64 << 10;
 /// in `scripts/bench-io.sh` do.
 fn serve(mut s: TcpStream) -> std::io::Result<()> {
     s.set_nodelay(true)?;
+    // Bytes of an unfinished head carried over from the previous reads.
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut out = Vec::with_capacity(4096);
     let mut tmp = [0u8; 4096];
@@ -37,18 +38,21 @@ fn serve(mut s: TcpStream) -> std::io::Result<()> {
         if n == 0 {
             return Ok(());
         }
-        buf.extend_from_slice(&tmp[..n]);
-        out.clear();
-        let mut start = 0;
-        let mut close = false;
-        while let Some(i) = find(&buf[start..], b"\r\n\r\n") {
-            close = respond(&buf[start..start + i], &mut out);
-            start += i + 4;
-            if close {
-                break;
-            }
+        // Most reads hold whole requests: answer them from the read buffer
+        // and copy only a trailing partial head.
+        let carried = !buf.is_empty();
+        if carried {
+            buf.extend_from_slice(&tmp[..n]);
         }
-        buf.drain(..start);
+        let data: &[u8] = if carried { &buf } else { &tmp[..n] };
+        out.clear();
+        let (used, mut close) = answer(data, &mut out);
+        let rest = data.len() - used;
+        if carried {
+            buf.drain(..used);
+        } else if rest != 0 {
+            buf.extend_from_slice(&tmp[used..n]);
+        }
         if !close && buf.len() > MAX_HEAD {
             out.extend_from_slice(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
             close = true;
@@ -62,15 +66,42 @@ fn serve(mut s: TcpStream) -> std::io::Result<()> {
     }
 }
 
-/// Append the response to one request head (without its blank line) to
-/// `out`; whether the connection closes after it (HTTP/1.0, or
-/// `Connection: close`).
+/// Append a response to `out` for every complete request head in `data`, up
+/// to one that closes the connection; how many bytes of `data` were
+/// answered, and whether to close.
+fn answer(data: &[u8], out: &mut Vec<u8>) -> (usize, bool) {
+    let mut start = 0;
+    while let Some(i) = head_end(&data[start..]) {
+        let close = respond(&data[start..start + i], out);
+        start += i + 4;
+        if close {
+            return (start, true);
+        }
+    }
+    (start, false)
+}
+
+/// Where the first `\r\n\r\n` of `hay` starts: `memchr` finds each `\n`
+/// and only the bytes before it are compared.
+fn head_end(hay: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', hay).find(|&nl| nl >= 3 && &hay[nl - 3..=nl] == b"\r\n\r\n").map(|nl| nl - 3)
+}
+
 fn respond(head: &[u8], out: &mut Vec<u8>) -> bool {
-    let line_end = find(head, b"\r\n").unwrap_or(head.len());
-    let line = &head[..line_end];
+    let line_end = memchr::memchr(b'\n', head).unwrap_or(head.len());
+    let line = head[..line_end].strip_suffix(b"\r").unwrap_or(&head[..line_end]);
     let mut close = line.ends_with(b"HTTP/1.0");
-    for h in head[line_end..].split(|&b| b == b'\n') {
-        if let Some(colon) = h.iter().position(|&b| b == b':') {
+    let mut rest = &head[(line_end + 1).min(head.len())..];
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let h = &rest[..end];
+        rest = &rest[(end + 1).min(rest.len())..];
+        // A header line starts with its name: only one that starts with a
+        // `c` can be `Connection`.
+        if h.first().is_none_or(|&b| b | 0x20 != b'c') {
+            continue;
+        }
+        if let Some(colon) = memchr::memchr(b':', h) {
             if h[..colon].trim_ascii().eq_ignore_ascii_case(b"connection") {
                 close = h[colon + 1..].trim_ascii().eq_ignore_ascii_case(b"close");
             }
@@ -99,10 +130,6 @@ static RESPONSES: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock::new(|
         r.into_bytes()
     })
 });
-
-fn find(hay: &[u8], pat: &[u8]) -> Option<usize> {
-    hay.windows(pat.len()).position(|w| w == pat)
-}
 
 fn main() {
     let (addr, b) = server_args::parse("http_hello", "127.0.0.1:8080");
