@@ -47,10 +47,9 @@ fn serve(mut s: TcpStream) -> std::io::Result<()> {
         let data: &[u8] = if carried { &buf } else { &tmp[..n] };
         out.clear();
         let (used, mut close) = answer(data, &mut out);
-        let rest = data.len() - used;
         if carried {
             buf.drain(..used);
-        } else if rest != 0 {
+        } else if used < n {
             buf.extend_from_slice(&tmp[used..n]);
         }
         if !close && buf.len() > MAX_HEAD {
