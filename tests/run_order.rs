@@ -67,6 +67,45 @@ fn siblings_start_in_spawn_order_on_one_worker() {
     }
 }
 
+/// A parent that joins its children in spawn order, on one worker, parks
+/// once per family: woken by its first child, it goes behind the siblings
+/// not started yet, which start in spawn order, and finds them all done.
+/// Each child logs when it starts; the parent logs 100 after its joins.
+#[test]
+fn a_join_loop_parks_once_and_children_start_in_spawn_order() {
+    let rt = rt(1);
+    for n in [1usize, 2, 5, 40] {
+        let log = Log::default();
+        let l = log.clone();
+        let before = rt.stats().workers[0].parks;
+        rt.block_on(move || {
+            let l2 = l.clone();
+            fiber::spawn(move || {
+                let hs: Vec<_> = (0..n)
+                    .map(|i| {
+                        let l = l2.clone();
+                        fiber::spawn(move || l.push(i))
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().expect("child");
+                }
+                l2.push(100);
+            })
+            .join()
+            .expect("parent");
+        });
+        let mut want: Vec<usize> = (0..n).collect();
+        want.push(100);
+        assert_eq!(log.take(), want, "{n} children");
+        // The parent parks once for its children (twice past the 32
+        // children it goes behind at a time), the root once for the parent.
+        let parks = rt.stats().workers[0].parks - before;
+        let parent_parks = n.div_ceil(33).max(1) as u64;
+        assert_eq!(parks, 1 + parent_parks, "{n} children: parks");
+    }
+}
+
 /// A child's own children start before that child's later siblings (depth
 /// first), and among themselves in spawn order.
 #[test]

@@ -12,6 +12,7 @@
 //! ```text
 //! skynet numafiber workers=W leaves=N run=I ms=T sum=S
 //! skynet numafiber workers=W spawned=S tasks_reused=R reclaimed=C
+//! skynet numafiber workers=W parks=P steals=T stolen=F
 //! skynet numafiber workers=W vmhwm_kib=K
 //! ```
 //!
@@ -71,8 +72,9 @@ fn vmhwm_kib() -> u64 {
 }
 
 /// Fibers spawned on the workers over all runs, how many of them reused a
-/// finished fiber's control block (`WorkerStats::tasks_reused`) and how
-/// many joins reclaimed their child.
+/// finished fiber's control block (`WorkerStats::tasks_reused`), how many
+/// joins reclaimed their child, how often fibers parked and how many were
+/// stolen.
 fn print_pool_stats(rt: &Runtime, which: &str, workers: usize) {
     let s = rt.stats();
     let sum = |f: fn(&numafiber::runtime::WorkerStats) -> u64| s.workers.iter().map(f).sum::<u64>();
@@ -81,6 +83,12 @@ fn print_pool_stats(rt: &Runtime, which: &str, workers: usize) {
         sum(|w| w.spawned),
         sum(|w| w.tasks_reused),
         sum(|w| w.reclaimed)
+    );
+    println!(
+        "skynet {which} workers={workers} parks={} steals={} stolen={}",
+        sum(|w| w.parks),
+        sum(|w| w.local_steals + w.remote_steals),
+        sum(|w| w.stolen_fibers)
     );
 }
 

@@ -694,6 +694,16 @@ impl Shared {
     #[inline]
     pub(crate) fn push_local(&self, me: usize, w: &WorkerLocal, task: TaskRef) {
         let ws = &self.workers[me];
+        // A parent woken by its child's end, with siblings of that child
+        // queued here unstarted: behind them (`queue_behind_children`).
+        let task = if !w.deque.is_empty() && task.flags_load() & crate::runtime::task::BEHIND != 0 {
+            match w.queue_behind_children(task) {
+                Ok(()) => return,
+                Err(t) => t,
+            }
+        } else {
+            task
+        };
         // Only the owner puts into its slot, so an empty slot stays empty
         // until the `put` below (a thief may only empty it further).
         if !ws.wake_slot.is_occupied() {

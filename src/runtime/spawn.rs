@@ -219,10 +219,18 @@ fn place(shared: &Arc<Shared>, opts: &SpawnOpts, me: Option<usize>) -> Placement
     // itself when it joins it unstarted, if placement sent it to another
     // worker of this node with a stealing policy (the thesis' node choice
     // stands; round-robin stays a no-stealing baseline).
+    // A child queued on the spawner's own worker of a runtime where no
+    // other worker takes work (one worker, or a policy without stealing)
+    // carries its spawner's id too: a join that finds it unstarted there
+    // waits to be woken behind its siblings (`fiber::reclaim`). With
+    // stealing, a parent queued in the deque could be stolen away from its
+    // children (`WorkerLocal::queue_behind_children`).
+    let steals = shared.sched.steals();
     let reclaim_by = match me {
-        Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && shared.sched.steals() => {
+        Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && steals => {
             current_task().map_or(0, |t| t.id)
         }
+        Some(m) if target == m && pinned.is_none() && !work_first && !(steals && nworkers > 1) => current_task().map_or(0, |t| t.id),
         _ => 0,
     };
     Placement { pinned, target, work_first, reclaim_by }
@@ -321,6 +329,11 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// usually after the child finished; the caller then waits as usual
 /// (the child may have parked, or another worker may have started it
 /// first, and then our entry is surplus).
+///
+/// If placement queued the child on this worker, and no other worker takes
+/// work, mark this fiber `task::BEHIND` instead and return: the caller
+/// waits, and the child's end wakes it behind its unstarted siblings
+/// ("Run order", 6, in `runtime/README.md`).
 #[inline]
 pub(crate) fn reclaim(task: &TaskRef) {
     if task.reclaim_by != 0 {
@@ -349,6 +362,19 @@ fn reclaim_slow(task: &TaskRef) {
         shared.release_held(w.index);
         return;
     }
+    // The spawner's fibers never leave its runtime, so `placed` indexes
+    // this runtime's workers (checked anyway: a hint read racily).
+    let placed = task.last_worker();
+    if placed == w.index {
+        // Queued on this worker, in spawn order: this fiber waits, and the
+        // child's end wakes it behind the siblings still queued above it
+        // (`WorkerLocal::queue_behind_children`), so a join loop over the
+        // children parks once, not once per child.
+        if me.flags_load() & task::BEHIND == 0 {
+            me.flags_or(task::BEHIND);
+        }
+        return;
+    }
     if let Some(child) = shared.workers[w.index].held.take_if(task) {
         // Still held back here (`Shared::hold`): the one entry there is;
         // no surplus entry elsewhere.
@@ -357,9 +383,6 @@ fn reclaim_slow(task: &TaskRef) {
         suspend_task(t, Suspend::Reclaim);
         return;
     }
-    // The spawner's fibers never leave its runtime, so `placed` indexes
-    // this runtime's workers (checked anyway: a hint read racily).
-    let placed = task.last_worker();
     if placed >= shared.workers.len()
         || shared.node_of(placed) != shared.node_of(w.index)
         || shared.workers[placed].inbox.len() >= RECLAIM_INBOX_LIMIT

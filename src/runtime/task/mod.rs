@@ -68,6 +68,11 @@
 //! cancellation of a queued task). The loom model `reclaim_vs_pop_vs_cancel`
 //! runs this code (`tests/loom.rs`).
 //!
+//! A child queued on its spawner's own worker, where no other worker takes
+//! work, is not reclaimed: the spawner waits for it with `BEHIND` set and
+//! is woken behind its unstarted siblings (`runtime/README.md`, "Run
+//! order", 6); no entry is added.
+//!
 //! A child that has not left its spawner's worker yet (the held-child slot,
 //! `runtime/README.md`: held there until the spawner gives control back) is
 //! taken out of that slot by the join instead (`WakeSlot::take_if`) and
@@ -135,6 +140,13 @@ pub(crate) const DRAINING: u8 = 0b1;
 pub(crate) const CANCEL: u8 = 0b10;
 /// `Task::flags`: the `fiber::park` token (`runtime::unpark`).
 pub(crate) const UNPARK: u8 = 0b100;
+/// `Task::flags`: the fiber waits for a child it queued on its own worker
+/// (set by `fiber::reclaim` where no other worker takes work); woken on
+/// that worker, it goes behind its unstarted children
+/// (`WorkerLocal::queue_behind_children`, which clears it). Left set when
+/// the wait ended otherwise, it at most puts the fiber behind its own
+/// unstarted children at a later wake-up on that worker.
+pub(crate) const BEHIND: u8 = 0b1000;
 
 pub(crate) struct Body {
     /// The user closure until the fiber first runs.
@@ -430,7 +442,7 @@ impl NewTask {
 }
 
 impl Task {
-    /// The flags (`DRAINING`, `CANCEL`, `UNPARK`).
+    /// The flags (`DRAINING`, `CANCEL`, `UNPARK`, `BEHIND`).
     #[inline(always)]
     pub(crate) fn flags_load(&self) -> u8 {
         self.flags.load(Acquire)

@@ -53,6 +53,9 @@ const SLOT_STREAK_MAX: u32 = 3;
 /// Surplus inbox entries the fairness pass drops before it takes one that
 /// may run (`pop_inbox_skipping_surplus`).
 const SURPLUS_SKIP: usize = 256;
+/// A parent woken by a child goes behind at most this many of its
+/// unstarted children (`queue_behind_children`); past them it waits again.
+const BEHIND_MAX: usize = 32;
 /// Inbox length at which the fairness pass also sweeps that many entries
 /// behind the one it takes (`pop_inbox_skipping_surplus`).
 const INBOX_BACKLOG: usize = 64;
@@ -164,6 +167,8 @@ pub(crate) struct WorkerLocal {
     /// last: still `RUNNING`, each resumed right after its child suspends
     /// or finishes (a reclaimed child may reclaim its own child in turn).
     resume_after: RefCell<Vec<TaskRef>>,
+    /// Scratch for `queue_behind_children` (capacity `BEHIND_MAX`).
+    behind: RefCell<Vec<Runnable>>,
     /// Loop iterations until the next non-blocking reactor poll.
     io_tick: Cell<u32>,
     /// Fibers the reactor made ready while this worker drove it.
@@ -229,6 +234,7 @@ impl WorkerLocal {
             busy: Cell::new(false),
             run_next: RefCell::new(None),
             resume_after: RefCell::new(Vec::new()),
+            behind: RefCell::new(Vec::with_capacity(BEHIND_MAX)),
             io_tick: Cell::new(0),
             io_ready: RefCell::new(Vec::new()),
             yield_streak: Cell::new(0),

@@ -14,7 +14,7 @@ use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::budget;
 use crate::runtime::task::TaskRef;
 
-use super::{Next, WorkerLocal, FAIRNESS_TICKS, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
+use super::{Next, WorkerLocal, BEHIND_MAX, FAIRNESS_TICKS, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
 
 impl WorkerLocal {
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an
@@ -51,6 +51,38 @@ impl WorkerLocal {
         while let Some(t) = self.spawned.pop() {
             self.deque.push(t);
         }
+    }
+
+    /// `task`, just woken on this worker (the caller holds its run
+    /// permission), waited for a child it had queued here (`task::BEHIND`,
+    /// set by `fiber::reclaim`): if the deque's top holds children it
+    /// spawned that have not started, it goes onto the deque under them
+    /// (at most `BEHIND_MAX`), so they start first, in spawn order, and it
+    /// runs after them instead of waking, joining the next one and parking
+    /// again. `Err(task)` when no such child is on top: queue it as any
+    /// woken fiber. Owner only; everything else on the deque keeps its
+    /// order.
+    pub(crate) fn queue_behind_children(&self, task: TaskRef) -> Result<(), TaskRef> {
+        task.flags_and(!crate::runtime::task::BEHIND);
+        let mut kids = self.behind.borrow_mut();
+        while kids.len() < BEHIND_MAX {
+            match self.deque.pop() {
+                Some(Runnable::Task(t)) if t.reclaim_by == task.id && t.is_fresh() => kids.push(Runnable::Task(t)),
+                Some(other) => {
+                    self.deque.push(other);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if kids.is_empty() {
+            return Err(task);
+        }
+        self.deque.push(Runnable::Task(task));
+        while let Some(k) = kids.pop() {
+            self.deque.push(k);
+        }
+        Ok(())
     }
 
     /// Work-first spawn: run `task` right after the current fiber suspends.
