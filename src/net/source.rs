@@ -11,7 +11,8 @@ use mio::event::Source;
 
 use crate::runtime::io::{Dir, Reactor, Registration};
 use crate::runtime::task::{wait_kind, TaskRef};
-use crate::runtime::{self, Handle};
+use crate::runtime::shared::Shared;
+use crate::runtime;
 
 /// A mio socket, its reactor registration (made the first time a fiber
 /// has to wait on it) and its timeouts (shared by `try_clone`s, as the
@@ -139,16 +140,22 @@ impl<S: Source + AsRawFd> IoSource<S> {
                 }
             }
         }
-        match runtime::current_fiber_and_handle() {
-            Some((task, handle)) if !runtime::current_cannot_suspend() => {
+        let on_fiber = runtime::with_current_fiber(|task, shared| {
+            if runtime::current_cannot_suspend() {
+                return Err(task);
+            }
+            Ok((task, self.registration(shared)))
+        });
+        match on_fiber {
+            Some(Ok((task, reg))) => {
                 // `None`: registered with another runtime's reactor; block
                 // this worker thread instead (documented).
-                if let Some(reg) = self.registration(&handle)? {
+                if let Some(reg) = reg? {
                     reg.reactor.note_would_block(would_block);
                     return self.fiber_loop(reg, &task, d, deadline, timeout, op, &short);
                 }
             }
-            Some(_) => {
+            Some(Err(_)) => {
                 return Err(io::Error::other(
                     "numafiber::net: this fiber is being destroyed (runtime shutdown) or is unwinding a \
                      panic, so it cannot wait for the socket",
@@ -159,10 +166,10 @@ impl<S: Source + AsRawFd> IoSource<S> {
         self.thread_loop(d, deadline, timeout, op)
     }
 
-    /// The registration with `handle`'s reactor (made now if needed), or
+    /// The registration with `shared`'s reactor (made now if needed), or
     /// `None` if the socket belongs to another runtime's reactor.
-    fn registration(&self, handle: &Handle) -> io::Result<Option<&Registration>> {
-        let reactor = Reactor::of(handle.shared())?;
+    fn registration(&self, shared: &Shared) -> io::Result<Option<&Registration>> {
+        let reactor = Reactor::of(shared)?;
         let reg = match self.reg.get() {
             Some(r) => r,
             None => {

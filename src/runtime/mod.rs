@@ -93,9 +93,19 @@ pub(crate) fn current_handle() -> Option<Handle> {
     context::current_shared().map(|shared| Handle { shared })
 }
 
-/// The running fiber's task and its runtime; `None` off a fiber.
-pub(crate) fn current_fiber_and_handle() -> Option<(TaskRef, Handle)> {
-    context::current_task_and_shared().map(|(t, shared)| (t, Handle { shared }))
+/// `f` on the running fiber's task and its runtime; `None` off a fiber.
+/// The runtime is lent, not counted: a socket wait calls this once per
+/// wait, and a count on the runtime's `Arc` would be one line every
+/// worker writes.
+pub(crate) fn with_current_fiber<R>(f: impl FnOnce(TaskRef, &Shared) -> R) -> Option<R> {
+    let t = context::current_task_ref()?;
+    let s = context::current_shared_ptr();
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, `s` is this thread's worker's `Arc<Shared>`, which
+    // that worker holds for as long as it runs, so at least for this call.
+    Some(f(t, unsafe { &*s }))
 }
 
 /// Workers of the running fiber's runtime; `None` off a fiber.
