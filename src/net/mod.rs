@@ -55,6 +55,7 @@
 //! ```
 
 mod source;
+mod sys;
 mod tcp;
 mod udp;
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::source::IoSource;
+use super::sys;
 use super::each_addr;
 
 /// Backlog asked of listen(2); the kernel caps it at `net.core.somaxconn`.
@@ -399,12 +400,12 @@ impl TcpStream {
     #[track_caller]
     fn read_inner(&self, buf: &mut [u8]) -> io::Result<usize> {
         let len = buf.len();
-        self.inner.do_stream_io(Dir::Read, len, |mut s| s.read(buf))
+        self.inner.do_stream_io(Dir::Read, len, |s| sys::recv(s.as_raw_fd(), buf))
     }
 
     #[track_caller]
     fn write_inner(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.do_stream_io(Dir::Write, buf.len(), |mut s| s.write(buf))
+        self.inner.do_stream_io(Dir::Write, buf.len(), |s| sys::send(s.as_raw_fd(), buf))
     }
 
     /// `Read::read_exact` with the caller's line as the wait site (std's
