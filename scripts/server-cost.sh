@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# server-cost.sh - what one request costs an echo server under the Go echo
+# generator (peers/go/echoload), beyond requests/s: the server's user and
+# system CPU per request (/proc/PID/stat over the run), and, where `perf`
+# can attach, context switches and system calls per request; or, with
+# MODE=callgrind, the server's user-space instructions per request
+# (callgrind, which does not move with the machine's load).
+#
+#   scripts/server-cost.sh CONNS SECS CMD ARGS...      # @PORT@ in ARGS is the port
+#   scripts/server-cost.sh 1000 4 target/release/examples/echo_server 127.0.0.1:@PORT@ 2
+#   scripts/server-cost.sh 1000 4 target/release/examples/io_peers tokio-echo 127.0.0.1:@PORT@ 2
+#   MODE=callgrind scripts/server-cost.sh 64 6 target/release/examples/echo_server 127.0.0.1:@PORT@ 1
+#
+# The server must print a line containing "listening" once it accepts.
+# Callgrind mode divides the server's whole instruction count by the
+# generator's requests (start-up included: under 1 % of a 6 s run).
+# Loopback only; the server is killed at the end.
+set -u
+cd "$(dirname "$0")/.."
+. scripts/peers-lib.sh
+[ $# -ge 3 ] || { echo "usage: $0 CONNS SECS CMD ARGS... (@PORT@ in ARGS)" >&2; exit 2; }
+conns=$1 secs=$2; shift 2
+case "$conns$secs" in *[!0-9]*) echo "server-cost: CONNS and SECS must be integers" >&2; exit 2;; esac
+MODE=${MODE:-cpu}
+OUT=target/bench-io
+mkdir -p "$OUT"
+if [ ! -x "$OUT/go_echoload" ]; then
+    need_go || exit 1
+    (cd peers/go/echoload && GO111MODULE=off GOFLAGS= go build -o ../../../$OUT/go_echoload .) || exit 1
+fi
+ulimit -n 65536 2>/dev/null || true
+port=$((20000 + RANDOM % 10000))
+args=("${@//@PORT@/$port}")
+log=$(mktemp)
+tmp=$(mktemp -d)
+cleanup() { [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null; rm -rf "$log" "$tmp"; }
+trap cleanup EXIT
+if [ "$MODE" = callgrind ]; then
+    valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cg" "${args[@]}" > "$log" 2>&1 &
+else
+    "${args[@]}" > "$log" 2>&1 &
+fi
+SERVER=$!
+for _ in $(seq 1 200); do grep -q listening "$log" && break; sleep 0.05; done
+grep -q listening "$log" || { echo "server-cost: the server did not start: $(cat "$log")" >&2; exit 1; }
+gen() { "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$1" 64; }
+
+if [ "$MODE" = callgrind ]; then
+    out=$(gen "$secs")
+    echo "$out" | tail -1
+    kill -INT "$SERVER"; sleep 3; kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""
+    rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out")
+    tot=$(sed -nE 's/^(summary|totals): ([0-9]+).*/\2/p' "$tmp/cg" | head -1)
+    [ -n "$rps" ] && [ -n "$tot" ] || { echo "server-cost: no request rate or no profile" >&2; exit 1; }
+    awk -v t="$tot" -v n=$((rps * secs)) 'BEGIN {
+        printf "%.1f user-space instructions per request (%d Ir over %d requests, start-up included)\n", t / n, t, n }'
+    exit
+fi
+
+gen 1 > /dev/null # warm-up: connections made and torn down once
+ticks() { awk '{ print $14, $15 }' "/proc/$SERVER/stat"; }
+read -r u0 s0 < <(ticks)
+PERF=0
+if command -v perf > /dev/null 2>&1; then
+    perf stat -x, -e task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
+    PERF=$!
+fi
+out=$(gen "$secs")
+read -r u1 s1 < <(ticks)
+[ "$PERF" != 0 ] && wait "$PERF"
+rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out")
+[ -n "$rps" ] || { echo "server-cost: the generator failed: $out" >&2; exit 1; }
+echo "$out" | tail -1
+awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v n=$((rps * secs)) 'BEGIN {
+    printf "server CPU per request: user %.2f us, system %.2f us\n", u / hz * 1e6 / n, s / hz * 1e6 / n }'
+if [ "$PERF" != 0 ] && [ -s "$tmp/perf" ]; then
+    # Counts over the same seconds (perf attaches to the threads alive at
+    # its start; a server that starts threads later is undercounted).
+    awk -F, -v n=$((rps * secs)) -v cpu_ms=$(( (u1 - u0 + s1 - s0) * 1000 / $(getconf CLK_TCK) )) '
+        $1 ~ /^[0-9.]+$/ && $3 == "task-clock" { seen = $1 }
+        $1 ~ /^[0-9.]+$/ && $3 != "task-clock" { printf "  %s per request: %.3f\n", $3, $1 / n }
+        END { if (cpu_ms > 0 && (seen < 0.8 * cpu_ms || seen > 1.25 * cpu_ms))
+                  printf "  (perf saw %.0f ms of the %d ms of CPU /proc counts: its counts are off by as much)\n", seen, cpu_ms }' "$tmp/perf"
+fi
