@@ -56,7 +56,54 @@ pub(crate) enum Dir {
 #[derive(Default)]
 struct Waiters {
     /// Fibers parked until the next event of the direction.
-    of: [Vec<TaskRef>; 2],
+    of: [WaitList; 2],
+}
+
+/// Fibers parked on one direction of a socket, in arrival order. The
+/// first is kept inline: a socket served by one fiber has at most one
+/// waiter per direction, and a wait then touches no heap buffer of its own
+/// (one cache line fewer per wait where thousands of sockets are open).
+#[derive(Default)]
+struct WaitList {
+    first: Option<TaskRef>,
+    rest: Vec<TaskRef>,
+}
+
+impl WaitList {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn push(&mut self, t: TaskRef) {
+        if self.first.is_none() {
+            self.first = Some(t);
+        } else {
+            self.rest.push(t);
+        }
+    }
+
+    /// Take `t` out if it is in the list; the others keep their order.
+    fn remove(&mut self, t: &TaskRef) -> bool {
+        if self.first.as_ref().is_some_and(|f| Arc::ptr_eq(f, t)) {
+            self.first = if self.rest.is_empty() { None } else { Some(self.rest.remove(0)) };
+            return true;
+        }
+        match self.rest.iter().position(|x| Arc::ptr_eq(x, t)) {
+            Some(i) => {
+                self.rest.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Move every waiter to the end of `out`, in arrival order.
+    fn take_all(&mut self, out: &mut Vec<TaskRef>) {
+        if let Some(f) = self.first.take() {
+            out.push(f);
+        }
+        out.append(&mut self.rest);
+    }
 }
 
 /// The readiness record of one registered socket.
@@ -121,8 +168,7 @@ impl ScheduledIo {
         }
         let mut s = lock(&self.waiters);
         let w = &mut s.of[d as usize];
-        if let Some(i) = w.iter().position(|t| Arc::ptr_eq(t, task)) {
-            w.swap_remove(i);
+        if w.remove(task) {
             self.waiting[d as usize].store(w.len(), Relaxed);
             reactor.waiting.fetch_sub(1, SeqCst);
         }
@@ -140,7 +186,7 @@ impl ScheduledIo {
                 self.seq[i].store((v + 2) | if closed[i] { CLOSED } else { 0 }, Release);
                 let n = s.of[i].len();
                 if n != 0 {
-                    out.append(&mut s.of[i]);
+                    s.of[i].take_all(out);
                     self.waiting[i].store(0, Release);
                     reactor.waiting.fetch_sub(n, SeqCst);
                 }
@@ -475,6 +521,41 @@ pub(crate) fn unpark_poller(flag: &PollFlag, reactor: &OnceLock<Arc<Reactor>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::task::packet::NopMain;
+    use crate::runtime::task::Task;
+
+    fn task(id: u64) -> TaskRef {
+        Task::new(id, None, crate::runtime::task::stack::DEFAULT_STACK_SIZE, None, Box::new(NopMain))
+    }
+
+    fn ids(out: &[TaskRef]) -> Vec<u64> {
+        out.iter().map(|t| t.id).collect()
+    }
+
+    /// Waiters leave in arrival order, whichever one a timer took out
+    /// before, the inline first one included.
+    #[test]
+    fn wait_list_keeps_arrival_order() {
+        let t: Vec<TaskRef> = (1..=4).map(task).collect();
+        let mut w = WaitList::default();
+        for x in &t {
+            w.push(x.clone());
+        }
+        assert_eq!(w.len(), 4);
+        assert!(w.remove(&t[0]), "the inline first");
+        assert!(w.remove(&t[2]));
+        assert!(!w.remove(&t[2]), "already out");
+        assert_eq!(w.len(), 2);
+        let mut out = Vec::new();
+        w.take_all(&mut out);
+        assert_eq!(ids(&out), [2, 4]);
+        assert_eq!(w.len(), 0);
+        w.push(t[3].clone());
+        w.push(t[0].clone());
+        w.take_all(&mut out);
+        assert_eq!(ids(&out), [2, 4, 4, 1]);
+        assert!(!w.remove(&t[1]), "an empty list");
+    }
 
     #[test]
     fn a_reused_slot_does_not_answer_to_its_old_token() {
