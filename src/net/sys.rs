@@ -14,33 +14,35 @@ use std::os::fd::RawFd;
 /// `recv(fd, buf, 0)`: bytes read, 0 at end of stream.
 pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the whole
-    // call; null address pointers ask for no peer address (recvfrom(2)).
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_recvfrom,
-            fd as libc::c_long,
-            buf.as_mut_ptr() as libc::c_long,
-            buf.len() as libc::c_long,
-            0 as libc::c_long,
-            0 as libc::c_long,
-            0 as libc::c_long,
-        )
-    };
-    result(r)
+    // call, which is what recvfrom(2) does with it.
+    unsafe { transfer(libc::SYS_recvfrom, fd, buf.as_mut_ptr(), buf.len(), 0) }
 }
 
 /// `send(fd, buf, MSG_NOSIGNAL)`: bytes written. A peer that closed gives
 /// `EPIPE` as an error, never `SIGPIPE` (as std's `TcpStream::write`).
 pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the whole
-    // call; a null address with length 0 is plain send (sendto(2)).
+    // call, and sendto(2) only reads it.
+    unsafe { transfer(libc::SYS_sendto, fd, buf.as_ptr().cast_mut(), buf.len(), libc::MSG_NOSIGNAL) }
+}
+
+/// `nr` (recvfrom or sendto) on `fd` with the buffer `[ptr, ptr + len)`,
+/// `flags` and no peer address (both address arguments null / 0).
+///
+/// # Safety
+/// `ptr` is valid for `len` bytes for the whole call, for writes if `nr`
+/// writes the buffer.
+#[inline(always)]
+unsafe fn transfer(nr: libc::c_long, fd: RawFd, ptr: *mut u8, len: usize, flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: the buffer as the caller promised; null address pointers ask
+    // for no peer address (recvfrom(2), sendto(2)).
     let r = unsafe {
         libc::syscall(
-            libc::SYS_sendto,
+            nr,
             fd as libc::c_long,
-            buf.as_ptr() as libc::c_long,
-            buf.len() as libc::c_long,
-            libc::MSG_NOSIGNAL as libc::c_long,
+            ptr as libc::c_long,
+            len as libc::c_long,
+            flags as libc::c_long,
             0 as libc::c_long,
             0 as libc::c_long,
         )
