@@ -154,7 +154,8 @@ impl ScheduledIo {
         }
         w.of[d as usize].push(task.clone());
         self.waiting[d as usize].store(w.of[d as usize].len(), Relaxed);
-        reactor.waiting.fetch_add(1, SeqCst);
+        // The fiber runs on the worker it last ran on: that worker's share.
+        reactor.count_waiting(task.last_worker(), 1);
         true
     }
 
@@ -170,11 +171,13 @@ impl ScheduledIo {
         let w = &mut s.of[d as usize];
         if w.remove(task) {
             self.waiting[d as usize].store(w.len(), Relaxed);
-            reactor.waiting.fetch_sub(1, SeqCst);
+            reactor.count_waiting(task.last_worker(), -1);
         }
     }
 
-    fn ready(&self, reactor: &Reactor, ev: &mio::event::Event, out: &mut Vec<TaskRef>) {
+    /// An event for this socket, polled by worker `me`: bump the ready
+    /// directions' `seq` and move their waiters to `out`.
+    fn ready(&self, reactor: &Reactor, me: usize, ev: &mio::event::Event, out: &mut Vec<TaskRef>) {
         let read = ev.is_readable() || ev.is_read_closed() || ev.is_error();
         let write = ev.is_writable() || ev.is_write_closed() || ev.is_error();
         let closed = [ev.is_read_closed() || ev.is_error(), ev.is_write_closed() || ev.is_error()];
@@ -188,7 +191,7 @@ impl ScheduledIo {
                 if n != 0 {
                     s.of[i].take_all(out);
                     self.waiting[i].store(0, Release);
-                    reactor.waiting.fetch_sub(n, SeqCst);
+                    reactor.count_waiting(me, -(n as i64));
                 }
             }
         }
@@ -277,16 +280,43 @@ pub(crate) struct Reactor {
     sources: Mutex<Sources>,
     /// Sockets registered now.
     registered: AtomicUsize,
-    /// Fibers parked on readiness now (deadlock detector, busy polling).
-    waiting: AtomicUsize,
+    /// Per worker: its share of the count of fibers parked on readiness
+    /// (deadlock detector, busy polling) and the polls it made (the stall
+    /// monitor's check that somebody polls). See [`Share`].
+    shares: Box<[Share]>,
     /// Socket calls of fibers that returned `WouldBlock` (`Stats::io_would_block`).
     would_block: AtomicU64,
-    /// Polls made (the stall monitor's check that somebody polls).
+}
+
+/// One worker's part of the reactor's counts, alone on its cache lines.
+///
+/// Rule: only that worker's thread writes it (a plain load and store, no
+/// locked instruction, no line shared with another writer); readers add
+/// up the shares. A wait is counted on the worker that runs the waiting
+/// fiber and its end on the worker that polled the event (or that runs the
+/// fiber again, for a timeout), so one share may go below zero; the sum is
+/// the exact count once the workers are quiet (the deadlock detector reads
+/// it only when every worker sleeps), and a hint otherwise, which is all
+/// the busy poll, the searchers and the stall monitor need. One global
+/// counter cost a contended read-modify-write per request, its line moving
+/// between the worker that parks a fiber and the one that polls its event.
+#[repr(align(128))]
+#[derive(Default)]
+struct Share {
+    /// Waits begun minus waits ended here, two's complement.
+    waiting: AtomicU64,
     polls: AtomicU64,
 }
 
+impl Share {
+    #[inline]
+    fn add(c: &AtomicU64, by: i64) {
+        c.store(c.load(Relaxed).wrapping_add(by as u64), Release);
+    }
+}
+
 impl Reactor {
-    fn new() -> io::Result<Reactor> {
+    fn new(workers: usize) -> io::Result<Reactor> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = Waker::new(poll.registry(), WAKER_TOKEN)?;
@@ -297,9 +327,8 @@ impl Reactor {
             waker,
             sources: Mutex::new(Sources::default()),
             registered: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
+            shares: (0..workers.max(1)).map(|_| Share::default()).collect(),
             would_block: AtomicU64::new(0),
-            polls: AtomicU64::new(0),
         })
     }
 
@@ -313,7 +342,15 @@ impl Reactor {
 
     /// Polls made so far (any worker, blocking or not).
     pub(crate) fn polls(&self) -> u64 {
-        self.polls.load(Relaxed)
+        self.shares.iter().fold(0u64, |a, s| a.wrapping_add(s.polls.load(Acquire)))
+    }
+
+    /// Worker `w` (the calling thread's) begins (`by > 0`) or ends waits.
+    #[inline]
+    fn count_waiting(&self, w: usize, by: i64) {
+        // Every caller runs on a worker of this reactor's runtime, so `w`
+        // is in range (`Reactor::of` sized the shares by the workers).
+        Share::add(&self.shares[w].waiting, by);
     }
 
     /// Some worker holds the driver's gate now (it polls, or is about to).
@@ -335,7 +372,7 @@ impl Reactor {
         if let Some(r) = shared.reactor.get() {
             return Ok(r);
         }
-        let r = Arc::new(Reactor::new()?);
+        let r = Arc::new(Reactor::new(shared.workers.len())?);
         Ok(shared.reactor.get_or_init(|| r))
     }
 
@@ -357,15 +394,19 @@ impl Reactor {
         self.registered.load(SeqCst)
     }
 
-    /// Fibers parked on socket readiness now.
+    /// Fibers parked on socket readiness now: exact while the workers are
+    /// quiet, a hint otherwise ([`Share`]).
     pub(crate) fn waiting(&self) -> usize {
-        self.waiting.load(SeqCst)
+        let sum = self.shares.iter().fold(0u64, |a, s| a.wrapping_add(s.waiting.load(Acquire)));
+        // Shares read one after another while fibers come and go can add
+        // up below zero: nobody waits, as far as a hint can tell.
+        usize::try_from(sum as i64).unwrap_or(0)
     }
 
-    /// Poll once (the caller holds the gate) and collect the fibers whose
-    /// sockets became ready.
-    fn poll_once(&self, timeout: Option<Duration>, out: &mut Vec<TaskRef>) {
-        self.polls.fetch_add(1, Relaxed);
+    /// Poll once as worker `me` (which holds the gate) and collect the
+    /// fibers whose sockets became ready.
+    fn poll_once(&self, me: usize, timeout: Option<Duration>, out: &mut Vec<TaskRef>) {
+        Share::add(&self.shares[me].polls, 1);
         let mut g = lock(&self.poll);
         let PollState { poll, events } = &mut *g;
         if let Err(e) = poll.poll(events, timeout) {
@@ -381,7 +422,7 @@ impl Reactor {
                 continue;
             }
             if let Some(io) = map.get(ev.token().0) {
-                io.ready(self, ev, out);
+                io.ready(self, me, ev, out);
             }
         }
     }
@@ -431,7 +472,7 @@ impl driver::Backend for RtBackend<'_> {
         let mut ready = self.ready.borrow_mut();
         let before = ready.len();
         if let Some(r) = self.reactor {
-            r.poll_once(self.timeout(), &mut ready);
+            r.poll_once(self.me, self.timeout(), &mut ready);
         }
         ready.len() - before
     }
@@ -439,7 +480,7 @@ impl driver::Backend for RtBackend<'_> {
         let mut ready = self.ready.borrow_mut();
         let before = ready.len();
         if let Some(r) = self.reactor {
-            r.poll_once(Some(Duration::ZERO), &mut ready);
+            r.poll_once(self.me, Some(Duration::ZERO), &mut ready);
         }
         ready.len() > before
     }
@@ -578,6 +619,36 @@ mod tests {
         assert!(Arc::ptr_eq(s.get(tb).unwrap(), &b));
         assert!(s.get(0).is_none());
         assert!(s.get(usize::MAX).is_none());
+    }
+
+    /// A wait begun on one worker and ended on another: the shares go
+    /// below zero, the sum does not.
+    #[test]
+    fn waits_are_counted_across_worker_shares() {
+        let r = Reactor::new(3).unwrap();
+        assert_eq!(r.waiting(), 0);
+        r.count_waiting(0, 1);
+        r.count_waiting(0, 1);
+        r.count_waiting(2, 1);
+        assert_eq!(r.waiting(), 3);
+        // Worker 1 polls the events of two of them, worker 2 sees its own
+        // fiber's wait end (a timeout).
+        r.count_waiting(1, -2);
+        assert_eq!(r.waiting(), 1);
+        r.count_waiting(2, -1);
+        assert_eq!(r.waiting(), 0);
+        assert_eq!(r.shares[1].waiting.load(Relaxed) as i64, -2);
+        // A sum read mid-update below zero is "nobody waits", not a wrap.
+        r.count_waiting(1, -1);
+        assert_eq!(r.waiting(), 0);
+        r.count_waiting(0, 1);
+        assert_eq!(r.waiting(), 0);
+        r.count_waiting(0, 1);
+        assert_eq!(r.waiting(), 1);
+        // Polls add up over the workers too.
+        Share::add(&r.shares[0].polls, 1);
+        Share::add(&r.shares[2].polls, 2);
+        assert_eq!(r.polls(), 3);
     }
 
     #[test]
