@@ -600,7 +600,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
     // SAFETY: `transition_to_cancelled` gave us the run permission.
     let (coro, entry, registered) = {
         let body = unsafe { t.body() };
-        (body.coro.take(), body.entry.take(), body.registered)
+        (body.coro.take(), body.entry.take(), t.registered.get())
     };
     // Dropping a suspended coroutine force-unwinds it: destructors run on
     // its own stack, then the stack is unmapped.

@@ -504,7 +504,7 @@ impl Shared {
 
     /// Queue a new fiber. `target` was chosen by placement (or pinning).
     pub(crate) fn submit(self: &Arc<Self>, task: TaskRef, target: usize) {
-        if let Some(p) = task.pinned {
+        if let Some(p) = task.pinned() {
             self.workers[p].pinned_inbox.push(task);
             self.notify_worker(p);
             return;
@@ -614,7 +614,7 @@ impl Shared {
     /// shutdown drain, an occupied slot) is a plain [`Shared::wake`].
     pub(crate) fn wake_for_self(self: &Arc<Self>, w: &WorkerLocal, task: TaskRef) {
         let ws = &self.workers[w.index];
-        if task.pinned.is_some() || self.draining.load(Relaxed) || ws.wake_slot.is_occupied() {
+        if task.pinned().is_some() || self.draining.load(Relaxed) || ws.wake_slot.is_occupied() {
             return self.wake(task);
         }
         // SAFETY: as in `wake`.
@@ -662,7 +662,7 @@ impl Shared {
     /// on this thread and without suspending since.
     #[inline]
     pub(crate) fn reschedule_from(&self, local: *const crate::runtime::worker::WorkerLocal, task: TaskRef) {
-        if let Some(p) = task.pinned {
+        if let Some(p) = task.pinned() {
             self.workers[p].pinned_inbox.push(task);
             self.notify_worker(p);
             return;

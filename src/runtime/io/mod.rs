@@ -531,6 +531,7 @@ pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
     let mut ready = Vec::new();
     let b = RtBackend { shared, reactor: Some(r), me, deadline: None, ready: std::cell::RefCell::new(&mut ready) };
     driver::poll_busy(&r.gate, &b);
+    crate::runtime::task::Task::chain_prefetch(&ready);
     for t in ready {
         shared.wake(t);
     }

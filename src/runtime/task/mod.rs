@@ -155,8 +155,39 @@ pub(crate) struct Body {
     pub(crate) coro: Option<FiberCoroutine>,
     /// Yielder of the running coroutine (points into its stack).
     pub(crate) yielder: *const FiberYielder,
-    /// Registered in the runtime's parked-task registry.
-    pub(crate) registered: bool,
+}
+
+/// `Task::pin` of a fiber not pinned to a worker.
+const NOT_PINNED: u32 = u32::MAX;
+
+/// `Task::pin` for `NewTask::pinned`. Worker indexes are below the
+/// builder's worker limit (`BuildErrorKind::WorkerLimit`: the larger of
+/// 1,024 and the machine's PUs), so they fit, far below `NOT_PINNED`.
+fn pin_of(pinned: Option<usize>) -> u32 {
+    match pinned {
+        None => NOT_PINNED,
+        Some(w) => {
+            debug_assert!(w < NOT_PINNED as usize);
+            w as u32
+        }
+    }
+}
+
+/// Prefetch `n` cache lines from `addr` (a hint: any address, mapped or not).
+#[inline(always)]
+fn prefetch_lines(addr: usize, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..n {
+        // SAFETY: a prefetch reads nothing the program sees and never
+        // faults (an unmapped address is dropped), so any address is fine.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                addr.wrapping_add(i * 64) as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (addr, n);
 }
 
 /// A fiber: identity, scheduling state and body.
@@ -164,8 +195,9 @@ pub(crate) struct Task {
     pub(crate) id: u64,
     pub(crate) name: Option<Arc<str>>,
     pub(crate) stack_size: usize,
-    /// `Some(w)`: never migrates off worker `w`.
-    pub(crate) pinned: Option<usize>,
+    /// The worker it never migrates off (`Task::pinned`), or `NOT_PINNED`;
+    /// 32 bits, so the task keeps within its documented size.
+    pin: u32,
     /// Id of the fiber that may reclaim this one while it is `FRESH` (its
     /// spawner, when placement sent it to another worker of the spawner's
     /// node; module docs, "Reclaim"), or 0 (fiber ids start at 1).
@@ -189,6 +221,14 @@ pub(crate) struct Task {
     /// Lowest address of the fiber's stack mapping (its guard page starts
     /// here), 0 while it has no stack. Read by the overflow handler.
     pub(crate) stack_lo: AtomicUsize,
+    /// Where the fiber's resumption starts reading its stack (an address
+    /// in its frame at its last suspension), as an offset from `stack_lo`;
+    /// written by the fiber as it suspends, 0 before the first. A hint.
+    resume_at: AtomicU32,
+    /// What to prefetch when this fiber is resumed: the task and the
+    /// resume point of the fiber queued right behind it
+    /// (`Task::chain_prefetch`), or 0. Hints: never dereferenced.
+    next_hint: [AtomicUsize; 2],
     /// Worker that last ran the fiber; until it first runs, the worker
     /// placement sent it to. Written (relaxed) by the holder of
     /// the run permission when it resumes the fiber; read by a waker after
@@ -233,6 +273,9 @@ pub(crate) struct Task {
     /// timer; relaxed: a timer that reads an old value wakes the task once
     /// spuriously, which every park already tolerates.
     timer_gen: AtomicU64,
+    /// In the runtime's parked-task registry. Read and written only by the
+    /// holder of the run permission, as the body is.
+    pub(crate) registered: Cell<bool>,
     body: UnsafeCell<Body>,
     /// A spawned fiber's closure and join packet when they fit
     /// (`fiber::packet`, "In the task"). Declared after `body`, so it is
@@ -354,13 +397,15 @@ impl NewTask {
             id: self.id,
             name: self.name,
             stack_size: self.stack_size,
-            pinned: self.pinned,
+            pin: pin_of(self.pinned),
             reclaim_by: self.reclaim_by,
             state: StateCell::new(QUEUED | FRESH),
             flags: AtomicU8::new(0),
             shield: Cell::new(0),
             locals: locals::LocalSlot::new(None),
             stack_lo: AtomicUsize::new(0),
+            resume_at: AtomicU32::new(0),
+            next_hint: [AtomicUsize::new(0), AtomicUsize::new(0)],
             last_worker: AtomicUsize::new(self.placed),
             wait_kind: AtomicU8::new(wait_kind::NONE),
             wait_obj: AtomicU64::new(0),
@@ -370,7 +415,8 @@ impl NewTask {
             migrations: AtomicU32::new(0),
             wait_signalled: crate::loom::sync::atomic::AtomicBool::new(false),
             timer_gen: AtomicU64::new(0),
-            body: UnsafeCell::new(Body { entry: self.entry, coro: None, yielder: std::ptr::null(), registered: false }),
+            registered: Cell::new(false),
+            body: UnsafeCell::new(Body { entry: self.entry, coro: None, yielder: std::ptr::null() }),
             main: MainSlot::empty(),
         }
     }
@@ -388,13 +434,15 @@ impl NewTask {
             id,
             name,
             stack_size,
-            pinned,
+            pin,
             reclaim_by,
             state,
             flags,
             shield,
             locals,
             stack_lo,
+            resume_at,
+            next_hint,
             last_worker,
             wait_kind,
             wait_obj,
@@ -404,13 +452,14 @@ impl NewTask {
             migrations,
             wait_signalled,
             timer_gen,
+            registered,
             body,
             main,
         } = t;
         *id = self.id;
         *name = self.name;
         *stack_size = self.stack_size;
-        *pinned = self.pinned;
+        *pin = pin_of(self.pinned);
         *reclaim_by = self.reclaim_by;
         *state = StateCell::new(QUEUED | FRESH);
         *flags = AtomicU8::new(0);
@@ -421,6 +470,8 @@ impl NewTask {
         debug_assert!(locals.get_mut().is_none());
         *locals = locals::LocalSlot::new(None);
         *stack_lo = AtomicUsize::new(0);
+        *resume_at = AtomicU32::new(0);
+        *next_hint = [AtomicUsize::new(0), AtomicUsize::new(0)];
         *last_worker = AtomicUsize::new(self.placed);
         *wait_kind = AtomicU8::new(self::wait_kind::NONE);
         *wait_obj = AtomicU64::new(0);
@@ -437,7 +488,7 @@ impl NewTask {
         body.entry = self.entry;
         body.coro = None;
         body.yielder = std::ptr::null();
-        body.registered = false;
+        *registered = Cell::new(false);
     }
 }
 
@@ -469,6 +520,58 @@ impl Task {
     /// The drain starts destroying the task (it holds the run permission).
     pub(crate) fn set_cancelling(&self) {
         self.flags.fetch_or(DRAINING, Relaxed);
+    }
+
+    /// `Some(w)`: the fiber never migrates off worker `w`.
+    #[inline]
+    pub(crate) fn pinned(&self) -> Option<usize> {
+        (self.pin != NOT_PINNED).then_some(self.pin as usize)
+    }
+
+    /// The running fiber records where it suspends (`park::suspend_task`).
+    #[inline(always)]
+    pub(crate) fn note_resume_sp(&self, sp: usize) {
+        // Stacks are far below 4 GiB; an address off the stack (a wrap,
+        // or none at all) only makes a useless prefetch.
+        self.resume_at.store(sp.wrapping_sub(self.stack_lo.load(Relaxed)) as u32, Relaxed);
+    }
+
+    /// Fibers about to be queued in this order (a reactor poll's batch):
+    /// each one, when resumed, prefetches the task of the one behind it
+    /// and the stack lines where that one will resume. Where thousands of connections wait, a resumed
+    /// fiber's stack page and lines are cold (a TLB walk and cache misses
+    /// at the resume point); a prefetch one fiber ahead overlaps them with
+    /// the current fiber's run, while one issued earlier (at wake-up) is
+    /// evicted again before its fiber runs. The caller holds a reference
+    /// to every task in `batch`, and none has been queued yet.
+    pub(crate) fn chain_prefetch(batch: &[TaskRef]) {
+        for w in batch.windows(2) {
+            let next = &w[1];
+            let at = next.resume_at.load(Relaxed);
+            let sp = if at == 0 { 0 } else { next.stack_lo.load(Relaxed).wrapping_add(at as usize) };
+            w[0].next_hint[0].store(Arc::as_ptr(next) as usize, Relaxed);
+            w[0].next_hint[1].store(sp, Relaxed);
+        }
+    }
+
+    /// Called by the worker that is about to resume this fiber: prefetch
+    /// what `chain_prefetch` left, once.
+    #[inline]
+    pub(crate) fn prefetch_next(&self) {
+        let task = self.next_hint[0].load(Relaxed);
+        if task == 0 {
+            return;
+        }
+        self.next_hint[0].store(0, Relaxed);
+        // The task's first lines: its counts, state and body (the resume
+        // reads the coroutine's saved stack pointer there).
+        prefetch_lines(task, 3);
+        let sp = self.next_hint[1].load(Relaxed);
+        if sp != 0 {
+            // The saved registers and return address below the frame, and
+            // the frames above it that the resumed calls return through.
+            prefetch_lines(sp.wrapping_sub(128), 12);
+        }
     }
 
     /// The generation a timer armed now for this task's timed wait records.
@@ -516,7 +619,7 @@ impl Task {
     /// Finished and holding nothing that runs code when dropped: no
     /// closure, no coroutine (so no stack, no user value). Only such a
     /// task may wait in a task pool: writing a new task over it then drops
-    /// only its name. (`body.registered` may still be set: a task that
+    /// only its name. (`registered` may still be set: a task that
     /// parked and finished has left the registry, which held a reference,
     /// so a unique task is in no registry.)
     pub(crate) fn is_spent(&mut self) -> bool {

@@ -109,6 +109,9 @@ impl WorkerLocal {
             // mutably across the resume; the fiber itself reads the
             // disjoint `yielder` field through the raw pointer.
             let coro = unsafe { (*task.body_ptr()).coro.as_mut() }.expect("started above or yielded");
+            // The fiber queued behind this one, if a reactor batch chained
+            // them: its lines load while this one runs.
+            task.prefetch_next();
             let prev = current.load(Relaxed);
             current.store(Arc::as_ptr(&task) as *mut Task, Relaxed);
             let r = coro.resume(());
@@ -116,7 +119,7 @@ impl WorkerLocal {
             self.after_resume(&task);
             match r {
                 CoroutineResult::Yield(Suspend::Yield) => {
-                    if self.can_share && task.pinned.is_none() && self.shared.has_idle_workers() && self.has_other_work() {
+                    if self.can_share && task.pinned().is_none() && self.shared.has_idle_workers() && self.has_other_work() {
                         self.give_away_yielded(task);
                         return;
                     }
@@ -231,7 +234,7 @@ impl WorkerLocal {
     fn queue_handed_off(&self, task: TaskRef) {
         self.me().insight.wait_unprotected(&*task);
         task.transition_to_queued_after_yield();
-        if task.pinned.is_some() {
+        if task.pinned().is_some() {
             // A pinned parent of an eager child: not stealable.
             self.me().pinned_inbox.push(task);
         } else {
@@ -248,9 +251,8 @@ impl WorkerLocal {
         self.me().insight.wait_unprotected(&*task);
         self.end_yield_streak();
         // SAFETY: still our permission; the fiber is suspended.
-        let body = unsafe { task.body() };
-        if !body.registered {
-            body.registered = true;
+        if !task.registered.get() {
+            task.registered.set(true);
             shared.registry.insert(&task);
         }
         Counters::bump(&self.counters().parks, 1);
@@ -279,7 +281,7 @@ impl WorkerLocal {
             shared.notify_stack_freed();
         }
         // SAFETY: as above.
-        let registered = unsafe { task.body() }.registered;
+        let registered = task.registered.get();
         task.transition_to_done();
         if registered {
             shared.registry.remove(task.id);
