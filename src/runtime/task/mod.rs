@@ -366,7 +366,10 @@ pub(crate) mod wait_kind {
 // `#[inline(never)]` accessors (see `worker::tls`).
 unsafe impl Send for Task {}
 // SAFETY: see the `Send` argument above; shared access from several threads
-// only touches `state` (atomic) and immutable fields.
+// only touches atomics and immutable fields. The plain cells (`shield`,
+// `registered`) and the body are touched only by the holder of the run
+// permission, which one thread has at a time (the state's transitions
+// order one holder's writes before the next holder's reads).
 unsafe impl Sync for Task {}
 
 /// What a spawn decides about a new task: the fields it sets; every other
@@ -538,8 +541,8 @@ impl Task {
 
     /// Fibers about to be queued in this order (a reactor poll's batch):
     /// each one, when resumed, prefetches the task of the one behind it
-    /// and the stack lines where that one will resume. Where thousands of connections wait, a resumed
-    /// fiber's stack page and lines are cold (a TLB walk and cache misses
+    /// and the stack lines where that one will resume. Where thousands of
+    /// connections wait, a resumed fiber's stack page and lines are cold (a TLB walk and cache misses
     /// at the resume point); a prefetch one fiber ahead overlaps them with
     /// the current fiber's run, while one issued earlier (at wake-up) is
     /// evicted again before its fiber runs. The caller holds a reference
