@@ -119,11 +119,15 @@ pub(crate) fn suspend_task(t: *const Task, reason: Suspend) {
         crate::runtime::dump::fiber_tracing::before_suspend(&*t, &reason);
         crate::runtime::dump::fiber_tracing::current_worker()
     };
-    // Where the resumption will start reading this stack (a prefetch
-    // hint for whoever resumes the fiber queued before us).
-    let here = 0u8;
-    // SAFETY: `t` is our own task, alive while we run.
-    unsafe { (*t).note_resume_sp(std::hint::black_box(&here) as *const u8 as usize) };
+    // A park: where the resumption will start reading this stack (a
+    // prefetch hint for whoever resumes the fiber woken before us,
+    // `Task::chain_prefetch`). Yields, hand-offs and reclaims are resumed
+    // by the worker that just ran them, from warm lines: nothing to note.
+    if matches!(reason, Suspend::Park) {
+        let here = 0u8;
+        // SAFETY: `t` is our own task, alive while we run.
+        unsafe { (*t).note_resume_sp(std::hint::black_box(&here) as *const u8 as usize) };
+    }
     // SAFETY: the yielder lives on this fiber's stack for its whole life.
     unsafe { (*y).suspend(reason) };
     #[cfg(feature = "tracing")]
