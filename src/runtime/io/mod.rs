@@ -416,6 +416,7 @@ impl Reactor {
                 return;
             }
         }
+        let start = out.len();
         let map = lock(&self.sources);
         for ev in events.iter() {
             if ev.token() == WAKER_TOKEN {
@@ -425,6 +426,10 @@ impl Reactor {
                 io.ready(self, me, ev, out);
             }
         }
+        // In the order the caller queues them (it drains `out` after its
+        // polls); the last fiber of an earlier poll still in `out` is
+        // linked to the first of this one.
+        crate::runtime::task::Task::chain_prefetch(&out[start.saturating_sub(1)..]);
     }
 }
 
@@ -531,7 +536,6 @@ pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
     let mut ready = Vec::new();
     let b = RtBackend { shared, reactor: Some(r), me, deadline: None, ready: std::cell::RefCell::new(&mut ready) };
     driver::poll_busy(&r.gate, &b);
-    crate::runtime::task::Task::chain_prefetch(&ready);
     for t in ready {
         shared.wake(t);
     }

@@ -542,10 +542,10 @@ impl Task {
     /// Fibers about to be queued in this order (a reactor poll's batch):
     /// each one, when resumed, prefetches the task of the one behind it
     /// and the stack lines where that one will resume. Where thousands of
-    /// connections wait, a resumed fiber's stack page and lines are cold (a TLB walk and cache misses
-    /// at the resume point); a prefetch one fiber ahead overlaps them with
-    /// the current fiber's run, while one issued earlier (at wake-up) is
-    /// evicted again before its fiber runs. The caller holds a reference
+    /// connections wait, a resumed fiber's stack page and lines are cold
+    /// (a TLB walk and cache misses at the resume point); a prefetch one
+    /// fiber ahead overlaps them with the current fiber's run, while one
+    /// issued earlier (at wake-up) is evicted again before its fiber runs. The caller holds a reference
     /// to every task in `batch`, and none has been queued yet.
     pub(crate) fn chain_prefetch(batch: &[TaskRef]) {
         for w in batch.windows(2) {

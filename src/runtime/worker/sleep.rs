@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering::*;
 use std::time::Instant;
 
 use crate::runtime::task::stack::budget;
-use crate::runtime::task::Task;
 
 use super::{WorkerLocal, WATCH_MAX};
 
@@ -64,7 +63,6 @@ impl WorkerLocal {
         // became ready. The first one is ours to run next and wakes nobody
         // (we are about to run it); the others go behind it and may wake
         // an idle worker ("Cheap wake-ups", `runtime/README.md`).
-        Task::chain_prefetch(&ready);
         let mut it = ready.drain(..);
         if let Some(t) = it.next() {
             shared.wake_for_self(self, t);
