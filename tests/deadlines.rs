@@ -56,6 +56,40 @@ fn sleep_until_a_past_deadline_returns_at_once() {
 }
 
 #[test]
+fn many_sleepers_overdue_together_wake_in_deadline_order() {
+    // More sleepers than one firing takes out of the timer heap at a time,
+    // armed in the reverse of their deadline order, all overdue when the
+    // worker next fires its timers (the spawner holds the only worker past
+    // the last deadline): every one wakes, in deadline order ("Run order",
+    // 2: fibers woken together run in wake order).
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let n = 100u64;
+    let order = rt.block_on(move || {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let base = Instant::now() + 5 * MS;
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let l = log.clone();
+                fiber::spawn(move || {
+                    fiber::sleep_until(base + Duration::from_micros(10 * (n - 1 - i)));
+                    l.lock().push(i);
+                })
+            })
+            .collect();
+        fiber::yield_now(); // every sleeper arms its timer and parks
+        while Instant::now() < base + 2 * MS {
+            std::hint::spin_loop();
+        }
+        for h in hs {
+            fiber::await_fiber(h);
+        }
+        let v = log.lock().clone();
+        v
+    });
+    assert_eq!(order, (0..n).rev().collect::<Vec<_>>());
+}
+
+#[test]
 fn sleep_until_lets_other_fibers_run_on_one_worker() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let order = rt.block_on(|| {

@@ -190,6 +190,19 @@ fn prefetch_lines(addr: usize, n: usize) {
     let _ = (addr, n);
 }
 
+/// Prefetch a task's first lines (its counts, state and body: the resume
+/// reads the coroutine's saved stack pointer there) and, if `sp` is not 0,
+/// the saved registers and return address below that resume point and the
+/// frames above it that the resumed calls return through. Addresses only:
+/// nothing is dereferenced.
+#[inline]
+fn prefetch_task(task: usize, sp: usize) {
+    prefetch_lines(task, 3);
+    if sp != 0 {
+        prefetch_lines(sp.wrapping_sub(128), 12);
+    }
+}
+
 /// A fiber: identity, scheduling state and body.
 pub(crate) struct Task {
     pub(crate) id: u64,
@@ -545,16 +558,44 @@ impl Task {
     /// connections wait, a resumed fiber's stack page and lines are cold
     /// (a TLB walk and cache misses at the resume point); a prefetch one
     /// fiber ahead overlaps them with the current fiber's run, while one
-    /// issued earlier (at wake-up) is evicted again before its fiber runs. The caller holds a reference
-    /// to every task in `batch`, and none has been queued yet.
+    /// issued earlier (at wake-up) is evicted again before its fiber runs.
+    /// The caller holds a reference to every task in `batch`, and none has
+    /// been queued yet.
     pub(crate) fn chain_prefetch(batch: &[TaskRef]) {
         for w in batch.windows(2) {
-            let next = &w[1];
-            let at = next.resume_at.load(Relaxed);
-            let sp = if at == 0 { 0 } else { next.stack_lo.load(Relaxed).wrapping_add(at as usize) };
-            w[0].next_hint[0].store(Arc::as_ptr(next) as usize, Relaxed);
-            w[0].next_hint[1].store(sp, Relaxed);
+            w[0].link_prefetch(&w[1]);
         }
+    }
+
+    /// `next` is queued right behind this fiber: when this one is resumed,
+    /// prefetch `next`'s task and resume point (`chain_prefetch`). The
+    /// caller holds a reference to both, and has queued neither yet.
+    #[inline]
+    pub(crate) fn link_prefetch(&self, next: &Task) {
+        self.next_hint[0].store(next as *const Task as usize, Relaxed);
+        self.next_hint[1].store(next.resume_sp(), Relaxed);
+    }
+
+    /// Where this parked fiber will resume reading its stack, or 0 if it
+    /// never parked.
+    #[inline]
+    fn resume_sp(&self) -> usize {
+        let at = self.resume_at.load(Relaxed);
+        if at == 0 {
+            0
+        } else {
+            self.stack_lo.load(Relaxed).wrapping_add(at as usize)
+        }
+    }
+
+    /// Prefetch this fiber's own task lines and resume point now: for the
+    /// first fiber of a small batch that the caller is about to queue where
+    /// it runs next (a timer's wake-up goes to the worker's wake slot),
+    /// so that nothing is queued ahead of it for a hint to ride on. The
+    /// caller holds a reference.
+    #[inline]
+    pub(crate) fn prefetch_self(&self) {
+        prefetch_task(self as *const Task as usize, self.resume_sp());
     }
 
     /// Called by the worker that is about to resume this fiber: prefetch
@@ -566,15 +607,7 @@ impl Task {
             return;
         }
         self.next_hint[0].store(0, Relaxed);
-        // The task's first lines: its counts, state and body (the resume
-        // reads the coroutine's saved stack pointer there).
-        prefetch_lines(task, 3);
-        let sp = self.next_hint[1].load(Relaxed);
-        if sp != 0 {
-            // The saved registers and return address below the frame, and
-            // the frames above it that the resumed calls return through.
-            prefetch_lines(sp.wrapping_sub(128), 12);
-        }
+        prefetch_task(task, self.next_hint[1].load(Relaxed));
     }
 
     /// The generation a timer armed now for this task's timed wait records.

@@ -31,6 +31,9 @@ pub(crate) const STEAL_GRACE: Duration = Duration::from_micros(500);
 /// twice its size after the last compaction, and never below this.
 const TIMER_COMPACT_MIN: usize = 64;
 
+/// Due timers taken out of the heap per lock hold by `fire_due`.
+const FIRE_BATCH: usize = 32;
+
 /// No timer armed (`WorkerTimers::next`).
 const NONE: u64 = u64::MAX;
 
@@ -169,14 +172,16 @@ impl WorkerTimers {
         n != NONE && n.saturating_add(u64::try_from(grace.as_nanos()).unwrap_or(NONE)) <= to_nanos(now)
     }
 
-    /// Fire the timers due at `now`: each live one wakes its fiber
-    /// (`Shared::wake`, onto the calling worker's queues), a stale one is
-    /// dropped. `try_only`: give up if another thread holds the lock (a
-    /// thief never waits on the owner). Returns how many fibers were woken.
+    /// Fire the timers due at `now`, in deadline order, up to `FIRE_BATCH`
+    /// per lock hold: each live one wakes its fiber (`Shared::wake`, onto
+    /// the calling worker's queues), a stale one is dropped. `try_only`:
+    /// give up if another thread holds the lock (a thief never waits on the
+    /// owner). Returns how many fibers were woken.
     pub(crate) fn fire_due(&self, shared: &std::sync::Arc<Shared>, now: Instant, try_only: bool) -> usize {
         let mut woken = 0;
         loop {
-            let due = {
+            let mut fired: [Option<Timer>; FIRE_BATCH] = [const { None }; FIRE_BATCH];
+            let n = {
                 let mut h = if try_only {
                     match self.heap.try_lock() {
                         Ok(h) => h,
@@ -186,22 +191,38 @@ impl WorkerTimers {
                 } else {
                     self.lock()
                 };
-                let due = match h.heap.peek() {
-                    Some(Reverse(t)) if t.deadline <= now => h.heap.pop().map(|Reverse(t)| t),
-                    _ => None,
-                };
+                let mut n = 0;
+                while n < FIRE_BATCH {
+                    match h.heap.peek() {
+                        Some(Reverse(t)) if t.deadline <= now => fired[n] = h.heap.pop().map(|Reverse(t)| t),
+                        _ => break,
+                    }
+                    n += 1;
+                }
                 self.publish(&h);
-                due
+                n
             };
             // Outside the lock: waking pushes onto queues and may drop the
-            // last reference to a task.
-            match due {
-                Some(t) if t.is_live() => {
+            // last reference to a task. The live ones are woken in deadline
+            // order, each carrying the prefetch hint of the one behind it
+            // (`Task::link_prefetch`); the first, which usually runs next,
+            // is prefetched now.
+            let mut prev: Option<&Timer> = None;
+            for t in fired[..n].iter().flatten().filter(|t| t.is_live()) {
+                match prev {
+                    Some(p) => p.task.link_prefetch(&t.task),
+                    None => t.task.prefetch_self(),
+                }
+                prev = Some(t);
+            }
+            for t in fired[..n].iter_mut().filter_map(Option::take) {
+                if t.is_live() {
                     shared.wake(t.task);
                     woken += 1;
                 }
-                Some(t) => drop(t),
-                None => return woken,
+            }
+            if n < FIRE_BATCH {
+                return woken;
             }
         }
     }
