@@ -185,8 +185,11 @@ impl<S, P> Inner<S, P> {
     }
 }
 
-/// Wake the nodes of popped entries (after the lock is dropped).
+/// Wake the nodes of popped entries (after the lock is dropped), in order;
+/// chained for prefetching first (`Waker::chain_prefetch`: where many
+/// fibers waited, their stacks are cold).
 pub(crate) fn wake_all<P>(es: Vec<Entry<P>>) -> Vec<P> {
+    Waker::chain_prefetch(es.iter().map(|e| &e.node));
     es.into_iter()
         .map(|e| {
             e.node.wake();

@@ -1,11 +1,11 @@
-// timer_storm in Go: N goroutines each sleep a fixed period in a loop
+// wake_storm sleep in Go: N goroutines each sleep a fixed period in a loop
 // (time.Sleep), so every tick the runtime's timers wake a batch of them.
 // Measures wakes per second and the process CPU time per wake over a window
-// after a 0.5 s warm-up (getrusage), like peers/examples/timer_storm.rs.
+// after a 0.5 s warm-up (getrusage), like peers/examples/wake_storm.rs (kind sleep).
 // Run with GOMAXPROCS=<workers>. Prints one line in the format
 // scripts/bench-timers.sh parses:
 //
-//	timer_storm go workers=W fibers=N period_ms=P wakes_per_s=X user_ns_per_wake=U sys_ns_per_wake=S
+//	wake_storm sleep go workers=W fibers=N period_ms=P wakes_per_s=X user_ns_per_wake=U sys_ns_per_wake=S
 //
 // Usage: timers FIBERS PERIOD_MS SECS
 package main
@@ -84,7 +84,7 @@ func main() {
 	if wakes == 0 {
 		wakes = 1
 	}
-	fmt.Printf("timer_storm go workers=%d fibers=%d period_ms=%d wakes_per_s=%.0f user_ns_per_wake=%.0f sys_ns_per_wake=%.0f\n",
+	fmt.Printf("wake_storm sleep go workers=%d fibers=%d period_ms=%d wakes_per_s=%.0f user_ns_per_wake=%.0f sys_ns_per_wake=%.0f\n",
 		runtime.GOMAXPROCS(0), fibers, period, float64(n1-n0)/t1.Sub(t0).Seconds(),
 		float64(u1-u0)/float64(wakes), float64(s1-s0)/float64(wakes))
 }
