@@ -39,6 +39,34 @@ fn count(i: usize) {
     COUNTS[i % SHARDS].0.fetch_add(1, Relaxed);
 }
 
+/// One fiber of the `sleep` kind: sleep and count until told to stop.
+fn sleep_loop(i: usize, sleep: impl Fn()) {
+    while !STOP.load(Relaxed) {
+        sleep();
+        count(i);
+    }
+}
+
+/// One fiber of the `barrier` kind: two barrier waits a round (`wait`
+/// returns whether this fiber was the round's leader), counting the
+/// waits that parked; the leader of a round's first wait decides for
+/// everyone whether this was the last round.
+fn barrier_loop(i: usize, wait: impl Fn() -> bool) {
+    loop {
+        if wait() {
+            QUIT.store(STOP.load(Relaxed), Relaxed);
+        } else {
+            count(i);
+        }
+        if !wait() {
+            count(i);
+        }
+        if QUIT.load(Relaxed) {
+            return;
+        }
+    }
+}
+
 fn total() -> u64 {
     COUNTS.iter().map(|s| s.0.load(Relaxed)).sum()
 }
@@ -133,25 +161,9 @@ fn numafiber_run(a: &Args) {
                 let b = b.clone();
                 fiber::spawn(move || {
                     if sleep {
-                        while !STOP.load(Relaxed) {
-                            fiber::sleep(d);
-                            count(i);
-                        }
-                        return;
-                    }
-                    loop {
-                        let r = b.wait();
-                        if r.is_leader() {
-                            QUIT.store(STOP.load(Relaxed), Relaxed);
-                        } else {
-                            count(i);
-                        }
-                        if !b.wait().is_leader() {
-                            count(i);
-                        }
-                        if QUIT.load(Relaxed) {
-                            return;
-                        }
+                        sleep_loop(i, || fiber::sleep(d));
+                    } else {
+                        barrier_loop(i, || b.wait().is_leader());
                     }
                 })
             })
@@ -221,24 +233,9 @@ fn may_run(a: &Args) {
             let b = b.clone();
             may::go!(move || {
                 if sleep {
-                    while !STOP.load(Relaxed) {
-                        may::coroutine::sleep(d);
-                        count(i);
-                    }
-                    return;
-                }
-                loop {
-                    if b.wait().is_leader() {
-                        QUIT.store(STOP.load(Relaxed), Relaxed);
-                    } else {
-                        count(i);
-                    }
-                    if !b.wait().is_leader() {
-                        count(i);
-                    }
-                    if QUIT.load(Relaxed) {
-                        return;
-                    }
+                    sleep_loop(i, || may::coroutine::sleep(d));
+                } else {
+                    barrier_loop(i, || b.wait().is_leader());
                 }
             })
         })
