@@ -8,7 +8,8 @@
 # per second and the process CPU time per wake (user + sys, getrusage over
 # a window after a warm-up), on WORKERS workers (GOMAXPROCS for Go), median
 # over rounds, each round running every variant once in a fresh process,
-# interleaved.
+# interleaved. numafiber_slack1ms is numafiber with Builder::timer_slack of
+# 1 ms (sleep configs only).
 #
 #   scripts/bench-timers.sh [ROUNDS]        (default 3)
 #   WORKERS=2 CONFIGS="10000x50 10000x10" BARRIERS="10000" SECS=3 scripts/bench-timers.sh
@@ -29,7 +30,7 @@ mkdir -p "$OUT"
 
 cargo build --release -q -p numafiber-peers --example wake_storm >&2
 BIN=${CARGO_TARGET_DIR:-target}/release/examples/wake_storm
-variants=(numafiber tokio may)
+variants=(numafiber numafiber_slack1ms tokio may)
 if need_go; then
     (cd peers/go/timers && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/timers_go" main.go) && variants+=(go)
 fi
@@ -57,26 +58,26 @@ for r in $(seq 1 "$ROUNDS"); do
         for v in "${variants[@]}"; do run sleep "$v" "${c%x*}" "${c#*x}" "$c"; done
     done
     for c in $BARRIERS; do
-        for v in "${variants[@]}"; do [ "$v" = go ] || run barrier "$v" "$c" 1 "barrier$c"; done
+        for v in "${variants[@]}"; do [ "$v" = go ] || [ "$v" = numafiber_slack1ms ] || run barrier "$v" "$c" 1 "barrier$c"; done
     done
     echo "round $r/$ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 echo "timers: N sleepers x period (FIBERSxMS), barrierN: N fibers at one barrier; $WORKERS workers, median of $ROUNDS fresh processes; CPU = user + sys per wake; ratio = numafiber CPU per wake / the variant's"
-printf "%-10s %-12s %12s %14s %8s\n" config variant wakes_per_s cpu_ns_per_wake ratio
+printf "%-12s %-18s %12s %14s %8s\n" config variant wakes_per_s cpu_ns_per_wake ratio
 for c in $CONFIGS $(for b in $BARRIERS; do echo "barrier$b"; done); do
     base=$(grep -v '^FAILED' "$OUT/numafiber_$c.txt" 2>/dev/null | awk '{print $2}' | median || echo -)
     for v in "${variants[@]}"; do
         f="$OUT/${v}_$c.txt"
         [ -e "$f" ] || continue
         if ! grep -qv '^FAILED' "$f"; then
-            printf "%-10s %-12s %12s %14s %8s  %s\n" "$c" "$v" - - - "$(head -1 "$f")"
+            printf "%-12s %-18s %12s %14s %8s  %s\n" "$c" "$v" - - - "$(head -1 "$f")"
             continue
         fi
         w=$(grep -v '^FAILED' "$f" | awk '{print $1}' | median)
         n=$(grep -v '^FAILED' "$f" | awk '{print $2}' | median)
         ratio=$(awk -v a="$base" -v b="$n" 'BEGIN { if (a == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
-        printf "%-10s %-12s %12s %14s %8s\n" "$c" "$v" "$w" "$n" "$ratio"
+        printf "%-12s %-18s %12s %14s %8s\n" "$c" "$v" "$w" "$n" "$ratio"
     done
 done

@@ -90,6 +90,57 @@ fn many_sleepers_overdue_together_wake_in_deadline_order() {
 }
 
 #[test]
+fn with_timer_slack_every_sleeper_wakes_and_none_early() {
+    // An idle worker sleeps up to the slack past its earliest timer and
+    // fires what is due together: every sleeper still wakes, none before
+    // its deadline.
+    let rt = Runtime::builder().workers(1).timer_slack(2 * MS).build().unwrap();
+    let n = 20u64;
+    let woke = rt.block_on(move || {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let base = Instant::now() + 5 * MS;
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let l = log.clone();
+                fiber::spawn(move || {
+                    let deadline = base + Duration::from_micros(300 * (n - 1 - i));
+                    fiber::sleep_until(deadline);
+                    let early = Instant::now() < deadline;
+                    l.lock().push((i, early));
+                })
+            })
+            .collect();
+        for h in hs {
+            fiber::await_fiber(h);
+        }
+        let v = log.lock().clone();
+        v
+    });
+    let mut ids: Vec<u64> = woke.iter().map(|&(i, _)| i).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>(), "every sleeper wakes once");
+    assert!(woke.iter().all(|&(_, early)| !early), "a sleeper woke before its deadline: {woke:?}");
+}
+
+#[test]
+fn a_timer_slack_above_the_maximum_is_a_typed_error() {
+    let too_much = numafiber::runtime::MAX_TIMER_SLACK + Duration::from_nanos(1);
+    let e = Runtime::builder().workers(1).timer_slack(too_much).build().unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &numafiber::BuildErrorKind::TimerSlackTooLarge {
+            requested: too_much,
+            maximum: numafiber::runtime::MAX_TIMER_SLACK
+        }
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("timer_slack(d)") && msg.contains("1s"), "{msg}");
+    // The maximum itself is accepted.
+    let rt = Runtime::builder().workers(1).timer_slack(numafiber::runtime::MAX_TIMER_SLACK).build().unwrap();
+    assert_eq!(rt.block_on(|| 7), 7);
+}
+
+#[test]
 fn sleep_until_lets_other_fibers_run_on_one_worker() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let order = rt.block_on(|| {

@@ -10,8 +10,11 @@
 //! window after a warm-up (`getrusage`), on W workers.
 //!
 //! ```text
-//! wake_storm sleep|barrier numafiber|tokio|may WORKERS FIBERS PERIOD_MS SECS
+//! wake_storm sleep|barrier numafiber|numafiber_slack1ms|tokio|may WORKERS FIBERS PERIOD_MS SECS
 //! ```
+//!
+//! `numafiber_slack1ms` is numafiber with `Builder::timer_slack` of 1 ms
+//! (tokio's timer resolution).
 //!
 //! Prints one line:
 //!
@@ -112,7 +115,7 @@ fn measure(a: &Args, wait: &dyn Fn(Duration)) {
     );
 }
 
-const USAGE: &str = "usage: wake_storm sleep|barrier numafiber|tokio|may WORKERS FIBERS PERIOD_MS SECS";
+const USAGE: &str = "usage: wake_storm sleep|barrier numafiber|numafiber_slack1ms|tokio|may WORKERS FIBERS PERIOD_MS SECS";
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("wake_storm: {msg}");
@@ -143,16 +146,17 @@ fn main() {
         fail(format!("unknown kind {:?}\n{USAGE}", a.kind));
     }
     match a.mode.as_str() {
-        "numafiber" => numafiber_run(&a),
+        "numafiber" => numafiber_run(&a, Duration::ZERO),
+        "numafiber_slack1ms" => numafiber_run(&a, Duration::from_millis(1)),
         "tokio" => tokio_run(&a),
         "may" => may_run(&a),
         _ => fail(format!("unknown mode {:?}\n{USAGE}", a.mode)),
     }
 }
 
-fn numafiber_run(a: &Args) {
+fn numafiber_run(a: &Args, slack: Duration) {
     use numafiber::fiber;
-    let rt = numafiber::Runtime::builder().workers(a.workers).build().unwrap_or_else(|e| fail(e));
+    let rt = numafiber::Runtime::builder().workers(a.workers).timer_slack(slack).build().unwrap_or_else(|e| fail(e));
     let (d, n, sleep) = (a.period, a.fibers, a.kind == "sleep");
     let b = Arc::new(numafiber::sync::Barrier::new(n));
     rt.block_on(move || {

@@ -38,6 +38,13 @@ pub enum BuildErrorKind {
         /// Largest accepted size in bytes ([`crate::fiber::MAX_STACK_SIZE`]).
         maximum: usize,
     },
+    /// The timer slack is above [`MAX_TIMER_SLACK`](crate::runtime::MAX_TIMER_SLACK).
+    TimerSlackTooLarge {
+        /// Requested slack.
+        requested: std::time::Duration,
+        /// Largest accepted slack.
+        maximum: std::time::Duration,
+    },
     /// The topology was invalid.
     Topology(TopologyError),
     /// A worker could not be pinned to its processing unit (strict pinning).
@@ -134,6 +141,12 @@ impl fmt::Display for BuildError {
                 "fiber stack size {requested} bytes is above the maximum of {maximum} bytes: \
                  pass stack_size(n) with n <= {maximum} (stacks are committed lazily: the \
                  default of 256 KiB costs only the pages a fiber touches)"
+            ),
+            BuildErrorKind::TimerSlackTooLarge { requested, maximum } => write!(
+                f,
+                "timer slack {requested:?} is above the maximum of {maximum:?}: an idle worker \
+                 would let its timers fire that late; pass timer_slack(d) with d <= {maximum:?} \
+                 (or leave it out: timers fire at their deadline)"
             ),
             BuildErrorKind::Topology(e) => write!(f, "invalid topology: {e}"),
             BuildErrorKind::Pinning { worker, cpu, reason } => write!(

@@ -69,7 +69,7 @@ mod test_support;
 // The door: what code outside the engine (fiber/, sync/, net/, graph/)
 // uses to spawn, park, wake and ask about the running fiber. Nothing else
 // of the engine is meant to be reached from outside this folder.
-pub use builder::{max_workers, Builder, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
+pub use builder::{max_workers, Builder, MAX_TIMER_SLACK, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
 pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
 pub(crate) use deadlock::IdleHelper;

@@ -374,6 +374,10 @@ pub(crate) struct Shared {
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::runtime::deadlock`).
     pub(in crate::runtime) deadlock_detection: AtomicBool,
+    /// How long past its earliest timer an idle worker may sleep, in
+    /// nanoseconds (`Builder::timer_slack`; set once before the workers
+    /// start).
+    pub(in crate::runtime) timer_slack_ns: AtomicU64,
     /// The rest of the detector's per-runtime state (strict mode, the
     /// one-time warning, external wake sources such as I/O).
     pub(in crate::runtime) deadlock: crate::runtime::deadlock::RuntimeState,
@@ -477,6 +481,7 @@ impl Shared {
             stack_mode,
             stacks: Stacks::new(stack_mode, nworkers),
             deadlock_detection: AtomicBool::new(true),
+            timer_slack_ns: AtomicU64::new(0),
             deadlock: Default::default(),
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),

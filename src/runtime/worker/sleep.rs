@@ -47,7 +47,11 @@ impl WorkerLocal {
                 if shared.shutdown.load(SeqCst) {
                     return false;
                 }
-                let deadline = match (self.next_deadline(), watch_until) {
+                // Timers due within the slack fire together
+                // (`Builder::timer_slack`; 0 unless set).
+                let slack = std::time::Duration::from_nanos(shared.timer_slack_ns.load(Relaxed));
+                let timers = self.next_deadline().map(|d| d.checked_add(slack).unwrap_or(d));
+                let deadline = match (timers, watch_until) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
