@@ -55,6 +55,31 @@ fn sleep_until_a_past_deadline_returns_at_once() {
     });
 }
 
+/// From a fiber: `n` sleepers, sleeper `i` until `base + step * (n - 1 - i)`
+/// (armed in the reverse of their deadline order), each logging its index
+/// and whether it woke before its deadline. `hold` runs after every
+/// sleeper has armed its timer (on one worker); the log in wake order.
+fn sleepers(n: u64, base: Instant, step: Duration, hold: impl FnOnce()) -> Vec<(u64, bool)> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let hs: Vec<_> = (0..n)
+        .map(|i| {
+            let l = log.clone();
+            fiber::spawn(move || {
+                let deadline = base + step * u32::try_from(n - 1 - i).unwrap();
+                fiber::sleep_until(deadline);
+                l.lock().push((i, Instant::now() < deadline));
+            })
+        })
+        .collect();
+    fiber::yield_now(); // on one worker: every sleeper arms its timer and parks
+    hold();
+    for h in hs {
+        fiber::await_fiber(h);
+    }
+    let v = log.lock().clone();
+    v
+}
+
 #[test]
 fn many_sleepers_overdue_together_wake_in_deadline_order() {
     // More sleepers than one firing takes out of the timer heap at a time,
@@ -64,29 +89,15 @@ fn many_sleepers_overdue_together_wake_in_deadline_order() {
     // 2: fibers woken together run in wake order).
     let rt = Runtime::builder().workers(1).build().unwrap();
     let n = 100u64;
-    let order = rt.block_on(move || {
-        let log = Arc::new(Mutex::new(Vec::new()));
+    let woke = rt.block_on(move || {
         let base = Instant::now() + 5 * MS;
-        let hs: Vec<_> = (0..n)
-            .map(|i| {
-                let l = log.clone();
-                fiber::spawn(move || {
-                    fiber::sleep_until(base + Duration::from_micros(10 * (n - 1 - i)));
-                    l.lock().push(i);
-                })
-            })
-            .collect();
-        fiber::yield_now(); // every sleeper arms its timer and parks
-        while Instant::now() < base + 2 * MS {
-            std::hint::spin_loop();
-        }
-        for h in hs {
-            fiber::await_fiber(h);
-        }
-        let v = log.lock().clone();
-        v
+        sleepers(n, base, Duration::from_micros(10), || {
+            while Instant::now() < base + 2 * MS {
+                std::hint::spin_loop();
+            }
+        })
     });
-    assert_eq!(order, (0..n).rev().collect::<Vec<_>>());
+    assert_eq!(woke, (0..n).rev().map(|i| (i, false)).collect::<Vec<_>>());
 }
 
 #[test]
@@ -96,26 +107,7 @@ fn with_timer_slack_every_sleeper_wakes_and_none_early() {
     // its deadline.
     let rt = Runtime::builder().workers(1).timer_slack(2 * MS).build().unwrap();
     let n = 20u64;
-    let woke = rt.block_on(move || {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let base = Instant::now() + 5 * MS;
-        let hs: Vec<_> = (0..n)
-            .map(|i| {
-                let l = log.clone();
-                fiber::spawn(move || {
-                    let deadline = base + Duration::from_micros(300 * (n - 1 - i));
-                    fiber::sleep_until(deadline);
-                    let early = Instant::now() < deadline;
-                    l.lock().push((i, early));
-                })
-            })
-            .collect();
-        for h in hs {
-            fiber::await_fiber(h);
-        }
-        let v = log.lock().clone();
-        v
-    });
+    let woke = rt.block_on(move || sleepers(n, Instant::now() + 5 * MS, Duration::from_micros(300), || {}));
     let mut ids: Vec<u64> = woke.iter().map(|&(i, _)| i).collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..n).collect::<Vec<_>>(), "every sleeper wakes once");
