@@ -219,9 +219,8 @@ impl Builder {
     /// up to `slack` late while its worker is idle (a busy worker fires due
     /// timers between fibers, as always), never early. Where many fibers
     /// sleep and wake at a moderate rate this trades that precision for
-    /// CPU: 10,000 fibers sleeping 50 ms in a loop on 2 workers cost about
-    /// a fifth less CPU per wake-up with 1 ms (BENCHMARKS.md, "Wake
-    /// storms"); tokio's timers have 1 ms resolution. At most
+    /// CPU per wake-up (BENCHMARKS.md, "Wake storms"); tokio's timers have
+    /// 1 ms resolution. At most
     /// [`MAX_TIMER_SLACK`]; more is a [`BuildErrorKind::TimerSlackTooLarge`]
     /// error at [`build`](Self::build).
     ///
