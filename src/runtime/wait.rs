@@ -237,20 +237,13 @@ impl Waker {
             _ => None,
         }
     }
-    /// Signalled wakers about to be woken in this order: each fiber among
-    /// them carries the task and resume point of the next one for
-    /// prefetching (`Task::link_prefetch`, "Prefetching one fiber ahead"
-    /// in `runtime/README.md`). Woken on a worker they run in this order
-    /// (the wake slot, then the ready queue). Hints only: nothing else
-    /// changes.
+    /// Signalled wakers about to be woken in this order: the fibers among
+    /// them are chained for prefetching (`Task::chain_prefetch`,
+    /// "Prefetching one fiber ahead" in `runtime/README.md`). Woken on a
+    /// worker they run in this order (the wake slot, then the ready
+    /// queue). Hints only: nothing else changes.
     pub(crate) fn chain_prefetch<'a>(ws: impl Iterator<Item = &'a Waker>) {
-        let mut prev: Option<&Task> = None;
-        for t in ws.filter_map(Waker::to_run) {
-            if let Some(p) = prev {
-                p.link_prefetch(t);
-            }
-            prev = Some(t);
-        }
+        Task::chain_prefetch(ws.filter_map(Waker::to_run));
     }
     /// Call under the queue lock.
     pub(crate) fn clone_ref(&self) -> Waker {

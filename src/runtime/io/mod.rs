@@ -429,7 +429,7 @@ impl Reactor {
         // In the order the caller queues them (it drains `out` after its
         // polls); the last fiber of an earlier poll still in `out` is
         // linked to the first of this one.
-        crate::runtime::task::Task::chain_prefetch(&out[start.saturating_sub(1)..]);
+        crate::runtime::task::Task::chain_prefetch(out[start.saturating_sub(1)..].iter().map(|t| &**t));
     }
 }
 

@@ -552,28 +552,26 @@ impl Task {
         self.resume_at.store(sp.wrapping_sub(self.stack_lo.load(Relaxed)) as u32, Relaxed);
     }
 
-    /// Fibers about to be queued in this order (a reactor poll's batch):
-    /// each one, when resumed, prefetches the task of the one behind it
-    /// and the stack lines where that one will resume. Where thousands of
-    /// connections wait, a resumed fiber's stack page and lines are cold
-    /// (a TLB walk and cache misses at the resume point); a prefetch one
-    /// fiber ahead overlaps them with the current fiber's run, while one
-    /// issued earlier (at wake-up) is evicted again before its fiber runs.
-    /// The caller holds a reference to every task in `batch`, and none has
-    /// been queued yet.
-    pub(crate) fn chain_prefetch(batch: &[TaskRef]) {
-        for w in batch.windows(2) {
-            w[0].link_prefetch(&w[1]);
+    /// Fibers about to be queued in this order (a reactor poll's batch, a
+    /// timer firing, a primitive waking its waiters): each one, when
+    /// resumed, prefetches the task of the one behind it and the stack
+    /// lines where that one will resume. Where thousands of fibers wait,
+    /// a resumed fiber's stack page and lines are cold (a TLB walk and
+    /// cache misses at the resume point); a prefetch one fiber ahead
+    /// overlaps them with the current fiber's run, while one issued
+    /// earlier (at wake-up) is evicted again before its fiber runs. The
+    /// caller holds a reference to every task, and none has been queued
+    /// yet. Returns the first (for `prefetch_self`, where it runs next).
+    pub(crate) fn chain_prefetch<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Option<&'a Task> {
+        let mut it = tasks.into_iter();
+        let first = it.next()?;
+        let mut prev = first;
+        for next in it {
+            prev.next_hint[0].store(next as *const Task as usize, Relaxed);
+            prev.next_hint[1].store(next.resume_sp(), Relaxed);
+            prev = next;
         }
-    }
-
-    /// `next` is queued right behind this fiber: when this one is resumed,
-    /// prefetch `next`'s task and resume point (`chain_prefetch`). The
-    /// caller holds a reference to both, and has queued neither yet.
-    #[inline]
-    pub(crate) fn link_prefetch(&self, next: &Task) {
-        self.next_hint[0].store(next as *const Task as usize, Relaxed);
-        self.next_hint[1].store(next.resume_sp(), Relaxed);
+        Some(first)
     }
 
     /// Where this parked fiber will resume reading its stack, or 0 if it

@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::runtime::shared::Shared;
-use crate::runtime::task::TaskRef;
+use crate::runtime::task::{Task, TaskRef};
 
 /// How long a timer must be overdue before a worker other than its owner
 /// fires it.
@@ -202,24 +202,22 @@ impl WorkerTimers {
                 self.publish(&h);
                 n
             };
-            // Outside the lock: waking pushes onto queues and may drop the
-            // last reference to a task. The live ones are woken in deadline
-            // order, each carrying the prefetch hint of the one behind it
-            // (`Task::link_prefetch`); the first, which usually runs next,
-            // is prefetched now.
-            let mut prev: Option<&Timer> = None;
-            for t in fired[..n].iter().flatten().filter(|t| t.is_live()) {
-                match prev {
-                    Some(p) => p.task.link_prefetch(&t.task),
-                    None => t.task.prefetch_self(),
+            // Outside the lock: dropping a stale timer or waking pushes
+            // onto queues may drop the last reference to a task. The live
+            // ones are woken in deadline order, chained for prefetching
+            // (`Task::chain_prefetch`); the first, which usually runs
+            // next, is prefetched now.
+            for slot in &mut fired[..n] {
+                if slot.as_ref().is_some_and(|t| !t.is_live()) {
+                    *slot = None;
                 }
-                prev = Some(t);
+            }
+            if let Some(first) = Task::chain_prefetch(fired[..n].iter().flatten().map(|t| &*t.task)) {
+                first.prefetch_self();
             }
             for t in fired[..n].iter_mut().filter_map(Option::take) {
-                if t.is_live() {
-                    shared.wake(t.task);
-                    woken += 1;
-                }
+                shared.wake(t.task);
+                woken += 1;
             }
             if n < FIRE_BATCH {
                 return woken;
