@@ -60,7 +60,6 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "round $r/$ROUNDS done" >&2
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "skynet, $LEAVES leaves, default settings, median of $ROUNDS fresh processes ($(uname -r), $(nproc) CPUs)"
 printf "%-15s %7s %10s %10s %12s  %s\n" variant workers wall_ms cpu_s peak_rss_MiB notes

@@ -63,7 +63,6 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "round $r/$ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 echo "timers: N sleepers x period (FIBERSxMS), barrierN: N fibers at one barrier; $WORKERS workers, median of $ROUNDS fresh processes; CPU = user + sys per wake; ratio = numafiber CPU per wake / the variant's"
 printf "%-12s %-18s %12s %14s %8s\n" config variant wakes_per_s cpu_ns_per_wake ratio
 for c in $CONFIGS $(for b in $BARRIERS; do echo "barrier$b"; done); do

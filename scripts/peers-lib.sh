@@ -3,7 +3,8 @@
 # peers outside Rust (Go, Boost.Fiber). Each `need_*` function installs the
 # peer's Debian package when it is missing (as root, or with sudo), and
 # returns non-zero with a message on stderr when it cannot: the caller then
-# skips that peer and says so, it never fails the whole bench.
+# skips that peer and says so, it never fails the whole bench. `median`
+# summarises a column of rounds.
 #
 #   . scripts/peers-lib.sh
 #   if need_go; then go build -o "$OUT/skynet_go" peers/go/skynet; fi
@@ -41,3 +42,7 @@ need_boost_fiber() {
     echo "peers: Boost.Fiber is not installed and libboost-fiber-dev could not be installed: skipping Boost.Fiber" >&2
     return 1
 }
+
+# The median of the numbers on stdin, one a line ("-" for none; the mean of
+# the two middle ones for an even count).
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }

@@ -84,6 +84,7 @@ fn cpu() -> (Duration, Duration) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
+#[derive(Clone)]
 struct Args {
     kind: String,
     mode: String,
@@ -216,12 +217,8 @@ fn tokio_run(a: &Args) {
             })
             .collect();
         // The measuring thread is not a worker: it only sleeps.
-        let (kind, mode, workers, fibers, period, secs) = (a.kind.clone(), a.mode.clone(), a.workers, a.fibers, a.period, a.secs);
-        tokio::task::spawn_blocking(move || {
-            measure(&Args { kind, mode, workers, fibers, period, secs }, &std::thread::sleep)
-        })
-        .await
-        .unwrap_or_else(|e| fail(e));
+        let a = a.clone();
+        tokio::task::spawn_blocking(move || measure(&a, &std::thread::sleep)).await.unwrap_or_else(|e| fail(e));
         for h in hs {
             h.await.unwrap_or_else(|e| fail(e));
         }
