@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# server-cost.sh - what one request costs an echo server under the Go echo
-# generator (peers/go/echoload), beyond requests/s: the server's user and
-# system CPU per request (/proc/PID/stat over the run), and, where `perf`
-# can attach, context switches and system calls per request; or, with
-# MODE=callgrind, the server's user-space instructions per request
-# (callgrind, which does not move with the machine's load).
+# server-cost.sh - what one request costs a server under a load generator,
+# beyond requests/s: the server's user and system CPU per request
+# (/proc/PID/stat over the run), and, where `perf` can attach, context
+# switches and system calls per request; or, with MODE=callgrind, the
+# server's user-space instructions per request (callgrind, which does not
+# move with the machine's load). The generator is the Go echo generator
+# (peers/go/echoload, 64-byte messages), or wrk with KIND=http.
+#
+# With SIDES=1 the other end is measured too, because on a shared machine
+# what the generator spends per request is taken from the server's rate:
+# the generator's CPU and epoll_wait (+ epoll_pwait, Go's) calls per
+# request (`perf stat` on it), the server's, and the share of the
+# run both CPUs were idle (/proc/stat).
 #
 #   scripts/server-cost.sh CONNS SECS CMD ARGS...      # @PORT@ in ARGS is the port
 #   scripts/server-cost.sh 1000 4 target/release/examples/echo_server 127.0.0.1:@PORT@ 2
 #   scripts/server-cost.sh 1000 4 target/release/examples/io_peers tokio-echo 127.0.0.1:@PORT@ 2
+#   KIND=http SIDES=1 scripts/server-cost.sh 64 5 target/release/examples/http_hello 127.0.0.1:@PORT@ 2
 #   MODE=callgrind scripts/server-cost.sh 64 6 target/release/examples/echo_server 127.0.0.1:@PORT@ 1
 #
 # The server must print a line containing "listening" once it accepts.
@@ -22,9 +30,14 @@ cd "$(dirname "$0")/.."
 conns=$1 secs=$2; shift 2
 case "$conns$secs" in *[!0-9]*) echo "server-cost: CONNS and SECS must be integers" >&2; exit 2;; esac
 MODE=${MODE:-cpu}
+KIND=${KIND:-echo}
+SIDES=${SIDES:-0}
+case "$KIND" in echo|http) ;; *) echo "server-cost: KIND must be echo or http, got $KIND" >&2; exit 2;; esac
 OUT=target/bench-io
 mkdir -p "$OUT"
-if [ ! -x "$OUT/go_echoload" ]; then
+if [ "$KIND" = http ]; then
+    command -v wrk > /dev/null 2>&1 || _peers_apt wrk || { echo "server-cost: KIND=http needs wrk, which is not installed and could not be" >&2; exit 1; }
+elif [ ! -x "$OUT/go_echoload" ]; then
     need_go || exit 1
     (cd peers/go/echoload && GO111MODULE=off GOFLAGS= go build -o ../../../$OUT/go_echoload .) || exit 1
 fi
@@ -43,11 +56,22 @@ fi
 SERVER=$!
 for _ in $(seq 1 200); do grep -q listening "$log" && break; sleep 0.05; done
 grep -q listening "$log" || { echo "server-cost: the server did not start: $(cat "$log")" >&2; exit 1; }
-gen() { "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$1" 64; }
+# gen SECS [WRAP...]: the generator's run; its last line says
+# "N requests/s" (wrk's own summary is rewritten to it).
+gen() {
+    local s=$1; shift
+    if [ "$KIND" = http ]; then
+        local t=2; [ "$conns" -lt 2 ] && t=1
+        "$@" wrk -t"$t" -c"$conns" -d"${s}s" "http://127.0.0.1:$port/" | awk '
+            /Requests\/sec:/ { printf "wrk: %.0f requests/s\n", $2 } !/Requests\/sec:/ { print }'
+    else
+        "$@" "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$s" 64
+    fi
+}
 
 if [ "$MODE" = callgrind ]; then
     out=$(gen "$secs")
-    echo "$out" | tail -1
+    echo "$out" | grep "requests/s" | tail -1
     kill -INT "$SERVER"; sleep 3; kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""
     rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out")
     tot=$(sed -nE 's/^(summary|totals): ([0-9]+).*/\2/p' "$tmp/cg" | head -1)
@@ -61,16 +85,24 @@ gen 1 > /dev/null # warm-up: connections made and torn down once
 ticks() { awk '{ print $14, $15 }' "/proc/$SERVER/stat"; }
 read -r u0 s0 < <(ticks)
 PERF=0
+EVENTS=task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter
+[ "$SIDES" = 1 ] && EVENTS=$EVENTS,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait
 if command -v perf > /dev/null 2>&1; then
-    perf stat -x, -e task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
+    perf stat -x, -e "$EVENTS" -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
     PERF=$!
 fi
-out=$(gen "$secs")
+read -r _ cu0 cn0 cs0 ci0 cw0 _ < /proc/stat
+if [ "$SIDES" = 1 ] && command -v perf > /dev/null 2>&1; then
+    out=$(gen "$secs" perf stat -x, -e task-clock,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -o "$tmp/perf_gen" --)
+else
+    out=$(gen "$secs")
+fi
+read -r _ cu1 cn1 cs1 ci1 cw1 _ < /proc/stat
 read -r u1 s1 < <(ticks)
 [ "$PERF" != 0 ] && wait "$PERF"
-rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out")
+rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out" | tail -1)
 [ -n "$rps" ] || { echo "server-cost: the generator failed: $out" >&2; exit 1; }
-echo "$out" | tail -1
+echo "$out" | grep "requests/s" | tail -1
 awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v n=$((rps * secs)) 'BEGIN {
     printf "server CPU per request: user %.2f us, system %.2f us\n", u / hz * 1e6 / n, s / hz * 1e6 / n }'
 if [ "$PERF" != 0 ] && [ -s "$tmp/perf" ]; then
@@ -81,4 +113,16 @@ if [ "$PERF" != 0 ] && [ -s "$tmp/perf" ]; then
         $1 ~ /^[0-9.]+$/ && $3 != "task-clock" { printf "  %s per request: %.3f\n", $3, $1 / n }
         END { if (cpu_ms > 0 && (seen < 0.8 * cpu_ms || seen > 1.25 * cpu_ms))
                   printf "  (perf saw %.0f ms of the %d ms of CPU /proc counts: its counts are off by as much)\n", seen, cpu_ms }' "$tmp/perf"
+fi
+if [ "$SIDES" = 1 ]; then
+    awk -v i=$((ci1 - ci0)) -v all=$((cu1 + cn1 + cs1 + ci1 + cw1 - cu0 - cn0 - cs0 - ci0 - cw0)) 'BEGIN {
+        if (all > 0) printf "CPUs idle during the run: %.1f %%\n", 100 * i / all }'
+    if [ -s "$tmp/perf_gen" ]; then
+        awk -F, -v n=$((rps * secs)) '
+            $1 ~ /^[0-9.]+$/ && $3 == "task-clock" { printf "generator CPU per request: %.2f us\n", $1 * 1000 / n }
+            $1 ~ /^[0-9.]+$/ && $3 ~ /epoll_p?wait/ { e += $1 }
+            END { printf "  generator epoll_wait + epoll_pwait per request: %.3f\n", e / n }' "$tmp/perf_gen"
+    else
+        echo "(no perf: the generator's side is not measured)"
+    fi
 fi
