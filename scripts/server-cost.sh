@@ -10,8 +10,8 @@
 # With SIDES=1 the other end is measured too, because on a shared machine
 # what the generator spends per request is taken from the server's rate:
 # the generator's CPU and epoll_wait (+ epoll_pwait, Go's) calls per
-# request (`perf stat` on it), the server's, and the share of the
-# run both CPUs were idle (/proc/stat).
+# request (`perf stat` on it), the server's, and the idle share of the
+# machine's CPU time during the run (/proc/stat).
 #
 #   scripts/server-cost.sh CONNS SECS CMD ARGS...      # @PORT@ in ARGS is the port
 #   scripts/server-cost.sh 1000 4 target/release/examples/echo_server 127.0.0.1:@PORT@ 2
@@ -91,13 +91,16 @@ if command -v perf > /dev/null 2>&1; then
     perf stat -x, -e "$EVENTS" -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
     PERF=$!
 fi
-read -r _ cu0 cn0 cs0 ci0 cw0 _ < /proc/stat
+# The machine's CPU time (user, nice, system, idle, iowait, irq, softirq,
+# steal; guest time is inside user) and its idle part, in ticks.
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5; exit }' /proc/stat; }
+read -r all0 idle0 < <(cpu_ticks)
 if [ "$SIDES" = 1 ] && command -v perf > /dev/null 2>&1; then
     out=$(gen "$secs" perf stat -x, -e task-clock,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -o "$tmp/perf_gen" --)
 else
     out=$(gen "$secs")
 fi
-read -r _ cu1 cn1 cs1 ci1 cw1 _ < /proc/stat
+read -r all1 idle1 < <(cpu_ticks)
 read -r u1 s1 < <(ticks)
 [ "$PERF" != 0 ] && wait "$PERF"
 rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out" | tail -1)
@@ -115,8 +118,8 @@ if [ "$PERF" != 0 ] && [ -s "$tmp/perf" ]; then
                   printf "  (perf saw %.0f ms of the %d ms of CPU /proc counts: its counts are off by as much)\n", seen, cpu_ms }' "$tmp/perf"
 fi
 if [ "$SIDES" = 1 ]; then
-    awk -v i=$((ci1 - ci0)) -v all=$((cu1 + cn1 + cs1 + ci1 + cw1 - cu0 - cn0 - cs0 - ci0 - cw0)) 'BEGIN {
-        if (all > 0) printf "CPUs idle during the run: %.1f %%\n", 100 * i / all }'
+    awk -v i=$((idle1 - idle0)) -v all=$((all1 - all0)) 'BEGIN {
+        if (all > 0) printf "machine idle during the run: %.1f %% of its CPU time\n", 100 * i / all }'
     if [ -s "$tmp/perf_gen" ]; then
         awk -F, -v n=$((rps * secs)) '
             $1 ~ /^[0-9.]+$/ && $3 == "task-clock" { printf "generator CPU per request: %.2f us\n", $1 * 1000 / n }
