@@ -10,8 +10,9 @@
 # With SIDES=1 the other end is measured too, because on a shared machine
 # what the generator spends per request is taken from the server's rate:
 # the generator's CPU and epoll_wait (+ epoll_pwait, Go's) calls per
-# request (`perf stat` on it), the server's, and the idle share of the
-# machine's CPU time during the run (/proc/stat).
+# request (`perf stat` over its whole run, connecting included, divided by
+# the requests of its timed window), the server's, and the idle share of
+# the machine's CPU time during the run (/proc/stat).
 #
 #   scripts/server-cost.sh CONNS SECS CMD ARGS...      # @PORT@ in ARGS is the port
 #   scripts/server-cost.sh 1000 4 target/release/examples/echo_server 127.0.0.1:@PORT@ 2
