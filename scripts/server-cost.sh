@@ -19,6 +19,7 @@
 #   scripts/server-cost.sh 1000 4 target/release/examples/io_peers tokio-echo 127.0.0.1:@PORT@ 2
 #   KIND=http SIDES=1 scripts/server-cost.sh 64 5 target/release/examples/http_hello 127.0.0.1:@PORT@ 2
 #   MODE=callgrind scripts/server-cost.sh 64 6 target/release/examples/echo_server 127.0.0.1:@PORT@ 1
+#   PERF=0 scripts/server-cost.sh ...       # no perf attached (it costs the server a little per syscall)
 #
 # The server must print a line containing "listening" once it accepts.
 # Callgrind mode divides the server's whole instruction count by the
@@ -31,6 +32,7 @@ cd "$(dirname "$0")/.."
 conns=$1 secs=$2; shift 2
 case "$conns$secs" in *[!0-9]*) echo "server-cost: CONNS and SECS must be integers" >&2; exit 2;; esac
 MODE=${MODE:-cpu}
+USE_PERF=${PERF:-1}
 KIND=${KIND:-echo}
 SIDES=${SIDES:-0}
 case "$KIND" in echo|http) ;; *) echo "server-cost: KIND must be echo or http, got $KIND" >&2; exit 2;; esac
@@ -88,7 +90,7 @@ read -r u0 s0 < <(ticks)
 PERF=0
 EVENTS=task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter
 [ "$SIDES" = 1 ] && EVENTS=$EVENTS,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait
-if command -v perf > /dev/null 2>&1; then
+if [ "$USE_PERF" != 0 ] && command -v perf > /dev/null 2>&1; then
     perf stat -x, -e "$EVENTS" -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
     PERF=$!
 fi
@@ -96,7 +98,7 @@ fi
 # steal; guest time is inside user) and its idle part, in ticks.
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5; exit }' /proc/stat; }
 read -r all0 idle0 < <(cpu_ticks)
-if [ "$SIDES" = 1 ] && command -v perf > /dev/null 2>&1; then
+if [ "$SIDES" = 1 ] && [ "$USE_PERF" != 0 ] && command -v perf > /dev/null 2>&1; then
     out=$(gen "$secs" perf stat -x, -e task-clock,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -o "$tmp/perf_gen" --)
 else
     out=$(gen "$secs")
