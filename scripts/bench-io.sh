@@ -239,13 +239,22 @@ fi
 # --- summary ------------------------------------------------------------------
 echo
 echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
-printf '%-4s %6s %-12s %10s %8s %10s %9s %9s %10s %10s\n' kind conns server req/s p50_us p99_us cpu_us/req fairness 'req/s x' 'cpu x'
+echo "spread = (highest - lowest req/s of the rounds) / median: a ratio closer to 1 than the two rows' spreads is within the noise"
+printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %9s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req fairness 'req/s x' 'cpu x'
 awk -F'\t' '
     function median(key,   n, i, j, t, a) {
         n = split(vals[key], a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
         if (n == 0) return "-"
         return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    # (highest - lowest) / median of the rounds, or "-" for one round.
+    function spread(key, med,   n, i, a, lo, hi) {
+        n = split(vals[key], a, " ")
+        if (n < 2 || med <= 0) return "-"
+        lo = hi = a[1] + 0
+        for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
+        return sprintf("%.0f%%", 100 * (hi - lo) / med)
     }
     $5 != "-" {
         k = $2 SUBSEP $3 SUBSEP $4
@@ -265,7 +274,7 @@ awk -F'\t' '
             fair = (f[1] == "echo") ? sprintf("%.2f", median(k SUBSEP "fair")) : "-"
             rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
             cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
-            printf "%-4s %6s %-12s %10.0f %8.0f %10.0f %9.2f %9s %10s %10s\n", f[1], f[2], f[3], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, rx, cx
+            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %9s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, rx, cx
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
 if [ -s "$SYS" ]; then
