@@ -28,7 +28,7 @@ cargo build --release -p numafiber-peers --example echo_peers -q || exit 1
 BIN=${CARGO_TARGET_DIR:-target}/release/examples
 GO=""
 if need_go; then
-    (cd peers/go/echo && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_echo" .) && GO="$OUT/go_echo"
+    build_go_peer echo "$OUT/go_echo" && GO="$OUT/go_echo"
 fi
 
 PIDS=()

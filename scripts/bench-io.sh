@@ -59,7 +59,7 @@ HAVE_GO=0
 if need_go; then
     HAVE_GO=1
     for p in echoload http echo; do
-        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .) || HAVE_GO=0
+        build_go_peer "$p" "$OUT/go_$p" || HAVE_GO=0
     done
 fi
 if [ "$HAVE_GO" = 0 ]; then

@@ -28,7 +28,7 @@ CRIT=(--warm-up-time 1 --measurement-time ${MEASURE_SECS:-3} --noplot)
 have_go=0
 if need_go; then
     for p in yield spawn_join ping_pong fib; do
-        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .)
+        build_go_peer "$p" "$OUT/go_$p"
     done
     have_go=1
 fi

@@ -29,7 +29,7 @@ cargo build --release -p numafiber-peers --example skynet >&2
 BIN=${CARGO_TARGET_DIR:-target}/release/examples/skynet
 GO=""
 if need_go; then
-    (cd peers/go/skynet && GO111MODULE=off go build -o "../../../$OUT/skynet_go" main.go) && GO="$OUT/skynet_go"
+    build_go_peer skynet "$OUT/skynet_go" && GO="$OUT/skynet_go"
 fi
 
 variants=("numafiber 1" "numafiber 2" "numafiber_wf 1" "numafiber_wf 2" "numafiber_local 1" "numafiber_local 2" "may 1" "may 2")

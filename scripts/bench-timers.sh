@@ -32,7 +32,7 @@ cargo build --release -q -p numafiber-peers --example wake_storm >&2
 BIN=${CARGO_TARGET_DIR:-target}/release/examples/wake_storm
 variants=(numafiber numafiber_slack1ms tokio may)
 if need_go; then
-    (cd peers/go/timers && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/timers_go" main.go) && variants+=(go)
+    build_go_peer timers "$OUT/timers_go" && variants+=(go)
 fi
 
 # run KIND VARIANT FIBERS PERIOD CONFIG -> appends "wakes_per_s cpu_ns_per_wake" or "FAILED reason"

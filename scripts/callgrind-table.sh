@@ -24,7 +24,7 @@ Y=${CARGO_TARGET_DIR:-target}/release/examples/yield_count
 have_go=0
 if need_go; then
     for p in yield spawn_join ping_pong; do
-        (cd "peers/go/$p" && GO111MODULE=off GOFLAGS= go build -o "../../../$OUT/go_$p" .)
+        build_go_peer "$p" "$OUT/go_$p"
     done
     have_go=1
 fi

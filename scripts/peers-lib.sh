@@ -7,7 +7,7 @@
 # summarises a column of rounds.
 #
 #   . scripts/peers-lib.sh
-#   if need_go; then go build -o "$OUT/skynet_go" peers/go/skynet; fi
+#   if need_go; then build_go_peer skynet "$OUT/skynet_go"; fi
 #   if need_boost_fiber; then g++ -O2 ... -lboost_fiber -lboost_context; fi
 #
 # Peer programs live in peers/go/<name>/main.go and
@@ -33,6 +33,15 @@ need_go() {
     _peers_apt golang-go && command -v go >/dev/null 2>&1 && return 0
     echo "peers: Go is not installed and golang-go could not be installed: skipping Go" >&2
     return 1
+}
+
+# build_go_peer NAME OUT: build the Go peer peers/go/NAME (GOPATH mode, no
+# module download) into the file OUT (relative to the repository's root
+# or absolute). Call after need_go succeeded; fails as `go build` does.
+build_go_peer() {
+    local out=$2
+    case $out in /*) ;; *) out=$PWD/$out ;; esac
+    (cd "peers/go/$1" && GO111MODULE=off GOFLAGS= go build -o "$out" .)
 }
 
 # Boost.Fiber headers and libraries (Debian's libboost-fiber-dev) and g++.

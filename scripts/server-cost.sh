@@ -42,7 +42,7 @@ if [ "$KIND" = http ]; then
     command -v wrk > /dev/null 2>&1 || _peers_apt wrk || { echo "server-cost: KIND=http needs wrk, which is not installed and could not be" >&2; exit 1; }
 elif [ ! -x "$OUT/go_echoload" ]; then
     need_go || exit 1
-    (cd peers/go/echoload && GO111MODULE=off GOFLAGS= go build -o ../../../$OUT/go_echoload .) || exit 1
+    build_go_peer echoload "$OUT/go_echoload" || exit 1
 fi
 ulimit -n 65536 2>/dev/null || true
 port=$((20000 + RANDOM % 10000))
