@@ -36,8 +36,9 @@ need_go() {
 }
 
 # build_go_peer NAME OUT: build the Go peer peers/go/NAME (GOPATH mode, no
-# module download) into the file OUT (relative to the repository's root
-# or absolute). Call after need_go succeeded; fails as `go build` does.
+# module download) into the file OUT (absolute, or relative to the current
+# directory: the repository's root in every script). Call from the
+# repository's root after need_go succeeded; fails as `go build` does.
 build_go_peer() {
     local out=$2
     case $out in /*) ;; *) out=$PWD/$out ;; esac
