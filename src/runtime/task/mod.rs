@@ -190,11 +190,14 @@ fn prefetch_lines(addr: usize, n: usize) {
     let _ = (addr, n);
 }
 
-/// Prefetch a task's first lines (its counts, state and body: the resume
-/// reads the coroutine's saved stack pointer there) and, if `sp` is not 0,
+/// Prefetch the three lines from a task's address and, if `sp` is not 0,
 /// the saved registers and return address below that resume point and the
 /// frames above it that the resumed calls return through. Addresses only:
-/// nothing is dereferenced.
+/// nothing is dereferenced. The task's field order is rustc's, so which
+/// fields those lines hold is not fixed (today the hints, the join packet
+/// and the id; the state and the body lie further in): what this hides is
+/// mainly the stack (BENCHMARKS.md, "Servers, part 5", on putting the hot
+/// fields first).
 #[inline]
 fn prefetch_task(task: usize, sp: usize) {
     prefetch_lines(task, 3);
