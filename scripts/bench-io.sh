@@ -11,8 +11,11 @@
 #
 # Per measurement: requests/s and p50/p99 from the generator, the server's
 # CPU per request (utime+stime from /proc/PID/stat over the run), and for
-# echo the fairness figure: round trips of the 1st-percentile connection /
-# the median connection's. With SYSCALLS=1 (default) one extra short run
+# echo two per-connection figures: fairness, the round trips of the
+# 1st-percentile connection / the median connection's (is anyone starved?),
+# and top, the 99th-percentile connection's / the median's (is anyone
+# favoured? A server that serves a few connections far more often than the
+# rest gains requests/s and a lower p99 from them). With SYSCALLS=1 (default) one extra short run
 # per server at SYSCALL_CONNS connections under `strace -c -f` gives system
 # calls and recv-type calls per request (strace slows the server; the counts
 # per request are what it is for, not the rate).
@@ -22,6 +25,12 @@
 #   ONLY="numafiber tokio" scripts/bench-io.sh           # a subset of servers
 #   BASE=/dir/with/http_hello+echo_server scripts/bench-io.sh
 #       # also a second numafiber, "numafiber_base", from another build (A/B)
+#   SERVER_CPUS=0 CLIENT_CPUS=0 HTTP_CONNS=1 ECHO_CONNS=1 scripts/bench-io.sh
+#       # server and generator held to CPU sets (taskset): at one connection
+#       # the rate depends mostly on whether the kernel runs both ends on one
+#       # CPU (a same-CPU ping-pong) or on two (each message wakes the other
+#       # CPU); fixing the placement compares the servers, not the kernel's
+#       # choice. numafiber_pinned is skipped then (it binds its own workers).
 #
 # Output: a table on stdout, every raw line in target/bench-io/results.tsv.
 # Loopback (127.0.0.1) only; every process started is killed at the end.
@@ -38,6 +47,8 @@ SYSCALLS=${SYSCALLS:-1}
 SYSCALL_CONNS=${SYSCALL_CONNS:-"1 64"}
 SYSCALL_SECS=${SYSCALL_SECS:-2}
 ONLY=${ONLY:-}
+SERVER_CPUS=${SERVER_CPUS:-}
+CLIENT_CPUS=${CLIENT_CPUS:-}
 OUT=target/bench-io
 TARGET=${CARGO_TARGET_DIR:-target}
 mkdir -p "$OUT"
@@ -65,6 +76,17 @@ fi
 if [ "$HAVE_GO" = 0 ]; then
     echo "bench-io: no Go toolchain: no echo load generator and no Go peers: skipping echo" >&2
     ECHO_CONNS=""
+fi
+SRV_PIN=""
+CLI_PIN=""
+if [ -n "$SERVER_CPUS$CLIENT_CPUS" ]; then
+    command -v taskset >/dev/null 2>&1 || _peers_apt util-linux || true
+    if ! command -v taskset >/dev/null 2>&1; then
+        echo "bench-io: SERVER_CPUS/CLIENT_CPUS need taskset (util-linux), which is not installed" >&2
+        exit 1
+    fi
+    [ -n "$SERVER_CPUS" ] && SRV_PIN="taskset -c $SERVER_CPUS"
+    [ -n "$CLIENT_CPUS" ] && CLI_PIN="taskset -c $CLIENT_CPUS"
 fi
 HAVE_STRACE=0
 if [ "$SYSCALLS" = 1 ]; then
@@ -130,7 +152,7 @@ start() {
         cmd=${cmd0//@PORT@/$port}
         cmd=${cmd//@W@/$WORKERS}
         # shellcheck disable=SC2086
-        $cmd > "$OUT/server.log" 2>&1 &
+        $SRV_PIN $cmd > "$OUT/server.log" 2>&1 &
         SERVER=$!
         PIDS+=("$SERVER")
         for _ in $(seq 1 100); do
@@ -151,28 +173,32 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
 
 # load KIND CONNS SECS: run the generator against $port; prints
-# "rps p50_us p99_us fairness" (fairness "-" for HTTP).
+# "rps p50_us p99_us fairness top" (fairness and top "-" for HTTP).
 load() {
     local kind=$1 conns=$2 secs=$3 out
     if [ "$kind" = http ]; then
         local t=2; [ "$conns" -lt 2 ] && t=1
-        out=$(timeout $((secs + 30)) wrk -t"$t" -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/" 2>&1)
+        out=$(timeout $((secs + 30)) $CLI_PIN wrk -t"$t" -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/" 2>&1)
         awk '
             function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000; if (v ~ /s$/) return v * 1000000; return v }
             /Requests\/sec:/ { rps = $2 }
             $1 == "50%" { p50 = us($2) }
             $1 == "99%" { p99 = us($2) }
-            END { if (rps == "") print "- - - -"; else printf "%.0f %.0f %.0f -\n", rps, p50, p99 }' <<<"$out"
+            END { if (rps == "") print "- - - - -"; else printf "%.0f %.0f %.0f - -\n", rps, p50, p99 }' <<<"$out"
     else
-        out=$(GOMAXPROCS=$WORKERS timeout $((secs + 120)) "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$secs" 64 2>&1)
-        sed -nE 's/.*: ([0-9]+) requests\/s p50 ([0-9]+) us p99 ([0-9]+) us; .* fairness ([0-9.]+);.*/\1 \2 \3 \4/p' <<<"$out" | grep . || echo "- - - -"
+        out=$(GOMAXPROCS=$WORKERS timeout $((secs + 120)) $CLI_PIN "$OUT/go_echoload" "127.0.0.1:$port" "$conns" "$secs" 64 2>&1)
+        sed -nE 's/.*: ([0-9]+) requests\/s p50 ([0-9]+) us p99 ([0-9]+) us; .*median ([0-9]+) .* fairness ([0-9.]+);.* best1% ([0-9]+);.*/\1 \2 \3 \5 \6 \4/p' <<<"$out" |
+            awk '{ printf "%s %s %s %s %s\n", $1, $2, $3, $4, ($6 > 0) ? sprintf("%.2f", $5 / $6) : "-" }' | grep . || echo "- - - - -"
     fi
     echo "$out" >> "$OUT/load.log"
 }
 
-selected() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
+selected() {
+    if [ "$1" = numafiber_pinned ] && [ -n "$SERVER_CPUS" ]; then return 1; fi
+    [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]
+}
 
-echo "bench-io: workers $WORKERS, rounds $ROUNDS x ${SECS}s, HTTP conns [$HTTP_CONNS], echo conns [$ECHO_CONNS]; load at start: $(uptime | sed 's/.*load average: //')"
+echo "bench-io: workers $WORKERS, rounds $ROUNDS x ${SECS}s, HTTP conns [$HTTP_CONNS], echo conns [$ECHO_CONNS]${SERVER_CPUS:+, server on CPUs $SERVER_CPUS}${CLIENT_CPUS:+, generator on CPUs $CLIENT_CPUS}; load at start: $(uptime | sed 's/.*load average: //')"
 : > "$OUT/load.log"
 for round in $(seq 1 "$ROUNDS"); do
     for kind in http echo; do
@@ -185,16 +211,16 @@ for round in $(seq 1 "$ROUNDS"); do
                 selected "$name" || continue
                 start "$name" "$cmd" || continue
                 c0=$(ticks "$SERVER")
-                read -r rps p50 p99 fair <<<"$(load "$kind" "$conns" "$SECS")"
+                read -r rps p50 p99 fair top <<<"$(load "$kind" "$conns" "$SECS")"
                 c1=$(ticks "$SERVER")
                 stop
                 cpu="-"
                 if [ "$rps" != "-" ] && [ "$rps" -gt 0 ]; then
                     cpu=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
                 fi
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" >> "$RES"
-                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req  fairness %s  (load %s)\n' \
-                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$(cut -d' ' -f1 /proc/loadavg)"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" >> "$RES"
+                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req  fairness %s  top %s  (load %s)\n' \
+                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$(cut -d' ' -f1 /proc/loadavg)"
             done
         done
     done
@@ -218,7 +244,7 @@ if [ "$HAVE_STRACE" = 1 ]; then
                 ST=$!
                 PIDS+=("$ST")
                 sleep 0.5
-                read -r rps _ _ _ <<<"$(load "$kind" "$conns" "$SYSCALL_SECS")"
+                read -r rps _ _ _ _ <<<"$(load "$kind" "$conns" "$SYSCALL_SECS")"
                 kill -INT "$ST" 2>/dev/null; wait "$ST" 2>/dev/null
                 stop
                 [ "$rps" = "-" ] && continue
@@ -240,7 +266,8 @@ fi
 echo
 echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
 echo "spread = (highest - lowest req/s of the rounds) / median: a ratio closer to 1 than the two rows' spreads is within the noise"
-printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %9s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req fairness 'req/s x' 'cpu x'
+echo "fairness / top = round trips of the 1st- / 99th-percentile connection over the median connection's (echo)"
+printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req fairness top 'req/s x' 'cpu x'
 awk -F'\t' '
     function median(key,   n, i, j, t, a) {
         n = split(vals[key], a, " ")
@@ -261,7 +288,7 @@ awk -F'\t' '
         if (!(k in seen)) { seen[k] = 1; order[++m] = k }
         vals[k, "rps"] = vals[k, "rps"] " " $5; vals[k, "p50"] = vals[k, "p50"] " " $6
         vals[k, "p99"] = vals[k, "p99"] " " $7; vals[k, "cpu"] = vals[k, "cpu"] " " $8
-        vals[k, "fair"] = vals[k, "fair"] " " $9
+        vals[k, "fair"] = vals[k, "fair"] " " $9; vals[k, "top"] = vals[k, "top"] " " $10
     }
     END {
         for (i = 1; i <= m; i++) {
@@ -272,9 +299,10 @@ awk -F'\t' '
             k = order[i]; split(k, f, SUBSEP)
             nk = f[1] SUBSEP f[2] SUBSEP "numafiber"
             fair = (f[1] == "echo") ? sprintf("%.2f", median(k SUBSEP "fair")) : "-"
+            top = (f[1] == "echo" && vals[k, "top"] ~ /[0-9]/) ? sprintf("%.2f", median(k SUBSEP "top")) : "-"
             rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
             cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
-            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %9s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, rx, cx
+            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, top, rx, cx
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
 if [ -s "$SYS" ]; then

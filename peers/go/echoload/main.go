@@ -175,6 +175,8 @@ func main() {
 	if med > 0 {
 		ratio = float64(worst) / float64(med)
 	}
-	fmt.Printf("echoload %d conns %.1f s: %.0f requests/s p50 %d us p99 %d us; conn round trips median %d worst1%% %d fairness %.2f; errors %d\n",
-		conns, el, float64(n)/el, pct(0.50), pct(0.99), med, worst, ratio, nerr)
+	best := sorted[len(sorted)-1-len(sorted)/100]
+	mean := float64(n) / float64(conns)
+	fmt.Printf("echoload %d conns %.1f s: %.0f requests/s p50 %d us p99 %d us; conn round trips median %d worst1%% %d fairness %.2f; mean %.1f best1%% %d; errors %d\n",
+		conns, el, float64(n)/el, pct(0.50), pct(0.99), med, worst, ratio, mean, best, nerr)
 }
