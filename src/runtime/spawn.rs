@@ -219,18 +219,17 @@ fn place(shared: &Arc<Shared>, opts: &SpawnOpts, me: Option<usize>) -> Placement
     // itself when it joins it unstarted, if placement sent it to another
     // worker of this node with a stealing policy (the thesis' node choice
     // stands; round-robin stays a no-stealing baseline).
-    // A child queued on the spawner's own worker of a runtime where no
-    // other worker takes work (one worker, or a policy without stealing)
-    // carries its spawner's id too: a join that finds it unstarted there
-    // waits to be woken behind its siblings (`fiber::reclaim`). With
-    // stealing, a parent queued in the deque could be stolen away from its
-    // children (`WorkerLocal::queue_behind_children`).
+    // A child queued on the spawner's own worker carries its spawner's id
+    // too: a join that finds it unstarted there runs it next if it is the
+    // next one this worker would start (other workers may take work), or
+    // waits to be woken behind its siblings (no other worker takes work:
+    // one worker, or a policy without stealing; `fiber::reclaim`).
     let steals = shared.sched.steals();
     let reclaim_by = match me {
         Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && steals => {
             current_task().map_or(0, |t| t.id)
         }
-        Some(m) if target == m && pinned.is_none() && !work_first && !(steals && nworkers > 1) => current_task().map_or(0, |t| t.id),
+        Some(m) if target == m && pinned.is_none() && !work_first => current_task().map_or(0, |t| t.id),
         _ => 0,
     };
     Placement { pinned, target, work_first, reclaim_by }
@@ -330,6 +329,12 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// (the child may have parked, or another worker may have started it
 /// first, and then our entry is surplus).
 ///
+/// If placement queued the child on this worker and other workers take
+/// work, take it back only if it is the next one this worker would start:
+/// still in the wake slot, or on top of the deque (no second entry); then
+/// it runs next and this fiber right after it, as above. Otherwise the
+/// caller waits ("Run order", 5, in `runtime/README.md`).
+///
 /// If placement queued the child on this worker, and no other worker takes
 /// work, mark this fiber `task::BEHIND` instead and return: the caller
 /// waits, and the child's end wakes it behind its unstarted siblings
@@ -365,6 +370,17 @@ fn reclaim_slow(task: &TaskRef) {
     // The spawner's fibers never leave its runtime, so `placed` indexes
     // this runtime's workers (checked anyway: a hint read racily).
     let placed = task.last_worker();
+    if placed == w.index && w.can_share() {
+        // Queued here, where thieves may take it: run it next if it is
+        // the next one we would start anyway (a thief may have taken it
+        // or started it, or other work may be queued above it: then wait).
+        if let Some(child) = shared.workers[w.index].wake_slot.take_if(task).or_else(|| w.pop_if_top(task)) {
+            Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
+            w.set_run_next(child);
+            suspend_task(t, Suspend::Reclaim);
+        }
+        return;
+    }
     if placed == w.index {
         // Queued on this worker, in spawn order: this fiber waits, and the
         // child's end wakes it behind the siblings still queued above it

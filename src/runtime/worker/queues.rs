@@ -85,6 +85,26 @@ impl WorkerLocal {
         Ok(())
     }
 
+    /// Another worker may take work from this one (a stealing policy, two
+    /// or more workers).
+    #[inline]
+    pub(crate) fn can_share(&self) -> bool {
+        self.can_share
+    }
+
+    /// Owner only: take `task`'s entry if it is the deque's top (the next
+    /// one this worker would pop), else leave the deque as it was.
+    pub(crate) fn pop_if_top(&self, task: &TaskRef) -> Option<TaskRef> {
+        match self.deque.pop() {
+            Some(Runnable::Task(t)) if std::sync::Arc::ptr_eq(&t, task) => Some(t),
+            Some(other) => {
+                self.deque.push(other);
+                None
+            }
+            None => None,
+        }
+    }
+
     /// Work-first spawn: run `task` right after the current fiber suspends.
     pub(crate) fn set_run_next(&self, task: TaskRef) {
         let prev = self.run_next.borrow_mut().replace(task);
@@ -98,6 +118,9 @@ impl WorkerLocal {
     /// so a yield costs no atomic read-modify-write; those come back as
     /// `Next::Owned`.
     pub(super) fn next_local(&self) -> Option<Next> {
+        // Every pick counts towards the fairness pass (`FAIRNESS_TICKS`).
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
         if let Some(t) = self.run_next.borrow_mut().take() {
             return Some(Next::Queued(Runnable::Task(t)));
         }
@@ -110,10 +133,9 @@ impl WorkerLocal {
                 return Some(Next::Owned(t));
             }
         }
-        let tick = self.tick.get().wrapping_add(1);
-        self.tick.set(tick);
         let me = self.me();
-        if tick % FAIRNESS_TICKS == 0 {
+        if tick.wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS {
+            self.fair_at.set(tick);
             if let Some(t) = steal_one(&me.pinned_inbox) {
                 return Some(Next::Queued(Runnable::Task(t)));
             }
