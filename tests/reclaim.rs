@@ -1,6 +1,8 @@
 //! Reclaim: a fiber that joins its own child which nobody has started yet
 //! runs it at once on its own worker (`JoinHandle::join`, protocol in
-//! `src/runtime/task/mod.rs`, "Reclaim").
+//! `src/runtime/task/mod.rs`, "Reclaim"): a child queued on another worker
+//! of the node, or one queued on its own worker as the next one that
+//! worker would start. `WorkerStats::reclaimed` counts both.
 //!
 //! The deterministic tests keep worker 1 busy in a pinned fiber that spins
 //! without suspending, so that nothing can start a child placed in its
@@ -63,8 +65,11 @@ fn join_runs_the_unstarted_child_on_the_parents_worker() {
     // the worker's wake slot (which a waiting parent would have let run
     // first, before its idle worker took the child back from worker 1).
     assert_eq!(order, (0, 1));
+    // Both joins ran their child: the local one was still the next one
+    // worker 0 would start (its wake slot).
     let s = rt.stats();
-    assert_eq!((s.workers[0].reclaimed, s.workers[1].reclaimed), (1, 0), "{s:?}");
+    assert_eq!((s.workers[0].reclaimed, s.workers[1].reclaimed), (2, 0), "{s:?}");
+    assert_eq!(s.workers[0].parks, 0, "{s:?}");
 }
 
 /// A reclaimed child reclaims its own child in turn: both parents wait on
@@ -97,7 +102,9 @@ fn nested_reclaims_resume_every_parent() {
     release.store(true, SeqCst);
     spinner.join().unwrap();
     assert_eq!((outer, inner), (0, 0));
-    assert_eq!(rt.stats().workers[0].reclaimed, 2);
+    // The child and the grandchild from worker 1's inbox, and the two
+    // local children from worker 0's wake slot.
+    assert_eq!(rt.stats().workers[0].reclaimed, 4);
 }
 
 #[test]
@@ -124,7 +131,8 @@ fn scope_end_runs_unstarted_children_too() {
     release.store(true, SeqCst);
     spinner.join().unwrap();
     assert_eq!(ran_on, [0, 0]);
-    assert_eq!(rt.stats().workers[0].reclaimed, 1);
+    // The scope's child, and then the local child (still in the wake slot).
+    assert_eq!(rt.stats().workers[0].reclaimed, 2);
 }
 
 /// Only the spawner reclaims: a fiber joining a handle it was given waits
@@ -155,7 +163,8 @@ fn other_joiners_wait_for_the_child() {
     spinner.join().unwrap();
     let (id, (_, seen)) = out;
     assert_eq!(seen, id);
-    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 0);
+    // Only the spawner's own join of `local` ran its child.
+    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 1);
 
     // A plain thread joining a fiber it spawned.
     let release = Arc::new(AtomicBool::new(false));
@@ -164,7 +173,7 @@ fn other_joiners_wait_for_the_child() {
     release.store(true, SeqCst);
     h.join().unwrap();
     spinner.join().unwrap();
-    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 0);
+    assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 1);
 }
 
 /// With `decrement_workload` the NLH node workload returns to zero once
@@ -186,13 +195,80 @@ fn workload_counts_return_to_zero() {
         .unwrap();
     release.store(true, SeqCst);
     spinner.join().unwrap();
-    assert_eq!(rt.stats().workers[0].reclaimed, 1);
+    // The remote child, and the local one.
+    assert_eq!(rt.stats().workers[0].reclaimed, 2);
     // The surplus entry is dropped when worker 1 gets to its inbox.
     let t0 = Instant::now();
     while rt.stats().nodes[0].workload != 0 && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(rt.stats().nodes[0].workload, 0, "{:?}", rt.stats().nodes);
+}
+
+/// A join loop over children queued on the parent's own worker, with a
+/// second worker that could steal them (kept busy here): each join finds
+/// its child the next one the worker would start and runs it right away,
+/// in spawn order, and the parent never parks.
+#[test]
+fn a_join_loop_runs_its_local_children_without_parking() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let order = fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, || {
+            let seq = Arc::new(AtomicU32::new(0));
+            let hs: Vec<_> = (0..10u32)
+                .map(|i| {
+                    let seq = seq.clone();
+                    fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst), whoami().0)).unwrap()
+                })
+                .collect();
+            hs.into_iter().map(fiber::await_fiber).collect::<Vec<_>>()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!(order, (0..10u32).map(|i| (i, i, 0)).collect::<Vec<_>>());
+    let s = rt.stats();
+    assert_eq!(s.workers[0].reclaimed, 10, "{s:?}");
+    assert_eq!(s.workers[0].parks, 0, "{s:?}");
+}
+
+/// A join whose child is queued on the parent's own worker but is not the
+/// next one that worker would start waits for it: the children still
+/// start in spawn order, and nothing runs twice.
+#[test]
+fn a_join_out_of_spawn_order_waits() {
+    let rt = rt(PolicyOptions::default());
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(&rt, &release);
+    let order = fiber::Builder::new()
+        .worker(0)
+        .spawn_on(&rt, || {
+            let seq = Arc::new(AtomicU32::new(0));
+            let mut hs: Vec<_> = (0..3u32)
+                .map(|i| {
+                    let seq = seq.clone();
+                    fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst))).unwrap()
+                })
+                .collect();
+            let last = fiber::await_fiber(hs.pop().unwrap());
+            let mut out: Vec<_> = hs.into_iter().map(fiber::await_fiber).collect();
+            out.push(last);
+            out
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    assert_eq!(order, vec![(0, 0), (1, 1), (2, 2)]);
+    let s = rt.stats();
+    assert_eq!(s.workers[0].reclaimed, 0, "{s:?}");
+    assert_eq!(s.workers[0].parks, 1, "{s:?}");
 }
 
 /// A 10-ary tree (11,111 fibers) on 2 workers, 20 rounds: joins race the

@@ -36,7 +36,9 @@ pub struct WorkerStats {
     pub stacks_mapped: u64,
     /// Joins by a fiber on this worker that ran their own child at once
     /// because nobody had started it yet (the child was queued on another
-    /// worker of the node; see [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
+    /// worker of the node, or on this one as the next fiber it would start
+    /// while other workers may take work; see
+    /// [`JoinHandle::join`](crate::fiber::JoinHandle::join)).
     /// A child that had not left this worker yet (its spawner had not given
     /// control back since the spawn: the held-child slot) is simply taken
     /// back. One that was already in the other worker's inbox leaves a

@@ -88,15 +88,27 @@ impl<T> JoinHandle<T> {
     /// counts these joins. Without it a recursive tree of `spawn` + `join`
     /// (skynet) unfolds breadth-first on two workers: each parent waits for
     /// a child in the other worker's inbox while its own worker starts more
-    /// subtrees (13,000-27,000 live stacks instead of about 7). Nothing
-    /// changes for children that are pinned, placed with
-    /// [`Builder::node`](crate::fiber::Builder::node), [`Builder::worker`](crate::fiber::Builder::worker) or [`Builder::local`](crate::fiber::Builder::local), placed
-    /// on another node (the thesis' node choice stands), placed under a
-    /// policy that does not steal ([`Policy::RoundRobin`](crate::policy::Policy::RoundRobin)),
-    /// or already started; nor for a joiner other than the spawning fiber
-    /// (a fiber handed the handle, a plain thread): those wait, and the
-    /// child runs where it was placed or is stolen as before. The same
-    /// holds for the implicit joins at the end of a [`scope`](crate::fiber::scope).
+    /// subtrees (13,000-27,000 live stacks instead of about 7).
+    ///
+    /// The same goes for a child queued on the caller's own worker (by
+    /// placement, [`Builder::local`](crate::fiber::Builder::local) or
+    /// [`Builder::node`](crate::fiber::Builder::node)) while other workers
+    /// may take work, but only if it is the next fiber that worker would
+    /// start anyway: then it runs now, and the caller right after it,
+    /// instead of the caller parking until the child's end wakes it (a join
+    /// loop over children spawned in order runs each in turn without
+    /// parking). A child with other work queued above it is waited for.
+    ///
+    /// Nothing changes for children that are pinned or placed with
+    /// [`Builder::worker`](crate::fiber::Builder::worker), placed on
+    /// another worker with [`Builder::node`](crate::fiber::Builder::node)
+    /// or on another node (the thesis' node choice stands), placed on
+    /// another worker under a policy that does not steal
+    /// ([`Policy::RoundRobin`](crate::policy::Policy::RoundRobin)), or
+    /// already started; nor for a joiner other than the spawning fiber (a
+    /// fiber handed the handle, a plain thread): those wait, and the child
+    /// runs where it was placed or is stolen as before. The same holds for
+    /// the implicit joins at the end of a [`scope`](crate::fiber::scope).
     ///
     /// ```
     /// use numafiber::{fiber, Runtime};

@@ -71,7 +71,12 @@
 //! A child queued on its spawner's own worker, where no other worker takes
 //! work, is not reclaimed: the spawner waits for it with `BEHIND` set and
 //! is woken behind its unstarted siblings (`runtime/README.md`, "Run
-//! order", 6); no entry is added.
+//! order", 6); no entry is added. Where other workers take work, a join
+//! runs such a child if it is the next one its worker would start: it is
+//! taken out of the wake slot (`WakeSlot::take_if`, as from the held-child
+//! slot below) or popped off the top of the deque by the owner, and put
+//! into `run_next` as its one entry; otherwise the spawner waits ("Run
+//! order", 5).
 //!
 //! A child that has not left its spawner's worker yet (the held-child slot,
 //! `runtime/README.md`: held there until the spawner gives control back) is
