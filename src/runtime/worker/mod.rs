@@ -46,11 +46,9 @@ use crate::runtime::shared::{Counters, Shared, WorkerShared};
 /// `run_next` or `resume_after` one), so a fiber that keeps spawning cannot
 /// starve fibers woken from other threads or yielded ones, and an inbox's
 /// surplus entries are dropped at that pace however many fibers are run
-/// through `run_next` (a join loop that runs its children itself).
-/// Without counting those, skynet on two workers ran about 95 % of its
-/// fibers through `run_next` and `resume_after`, the passes came too
-/// rarely, the inboxes passed `RECLAIM_INBOX_LIMIT` with surplus entries
-/// and the tree unfolded breadth-first (250 MiB instead of 7).
+/// through `run_next` (a join loop that runs its children itself): an
+/// inbox must not pass `RECLAIM_INBOX_LIMIT` with surplus entries
+/// (`runtime/README.md`, "Surplus entries in a busy worker's inbox").
 const FAIRNESS_TICKS: u32 = 61;
 /// The wake slot is taken before the other queues at most this many times
 /// in a row (tokio's LIFO-slot limit): then the deque, the ready queue and
