@@ -374,6 +374,8 @@ fn reclaim_slow(task: &TaskRef) {
         // Queued here, where thieves may take it: run it next if it is
         // the next one we would start anyway (a thief may have taken it
         // or started it, or other work may be queued above it: then wait).
+        // The wake slot is stealable exactly when `can_share` holds, as
+        // `take_if` requires; the deque is popped by its owner.
         if let Some(child) = shared.workers[w.index].wake_slot.take_if(task).or_else(|| w.pop_if_top(task)) {
             Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
             w.set_run_next(child);
