@@ -25,6 +25,18 @@ fn rt(opts: PolicyOptions) -> Runtime {
 }
 
 
+/// Run `f` in a fiber on worker 0 while worker 1 spins in a pinned fiber
+/// (so nothing placed there starts, and nothing is stolen from worker 0),
+/// then release worker 1 and return `f`'s result.
+fn on_worker0<R: Send + 'static>(rt: &Runtime, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let release = Arc::new(AtomicBool::new(false));
+    let spinner = occupy_worker1(rt, &release);
+    let r = fiber::Builder::new().worker(0).spawn_on(rt, f).unwrap().join().unwrap();
+    release.store(true, SeqCst);
+    spinner.join().unwrap();
+    r
+}
+
 /// What a child reports: its worker and its fiber id.
 fn whoami() -> (usize, u64) {
     let f = fiber::current().expect("in a fiber");
@@ -110,26 +122,17 @@ fn nested_reclaims_resume_every_parent() {
 #[test]
 fn scope_end_runs_unstarted_children_too() {
     let rt = rt(PolicyOptions::default());
-    let release = Arc::new(AtomicBool::new(false));
-    let spinner = occupy_worker1(&rt, &release);
-    let ran_on = fiber::Builder::new()
-        .worker(0)
-        .spawn_on(&rt, || {
-            let mut ran_on = [usize::MAX; 2];
-            let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
-            fiber::scope(|s| {
-                let (a, _) = ran_on.split_at_mut(1);
-                s.spawn(move || a[0] = whoami().0);
-            });
-            fiber::await_fiber(local);
-            ran_on[1] = whoami().0;
-            ran_on
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    release.store(true, SeqCst);
-    spinner.join().unwrap();
+    let ran_on = on_worker0(&rt, || {
+        let mut ran_on = [usize::MAX; 2];
+        let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+        fiber::scope(|s| {
+            let (a, _) = ran_on.split_at_mut(1);
+            s.spawn(move || a[0] = whoami().0);
+        });
+        fiber::await_fiber(local);
+        ran_on[1] = whoami().0;
+        ran_on
+    });
     assert_eq!(ran_on, [0, 0]);
     // The scope's child, and then the local child (still in the wake slot).
     assert_eq!(rt.stats().workers[0].reclaimed, 2);
@@ -181,20 +184,11 @@ fn other_joiners_wait_for_the_child() {
 #[test]
 fn workload_counts_return_to_zero() {
     let rt = rt(PolicyOptions { decrement_workload: true, ..PolicyOptions::default() });
-    let release = Arc::new(AtomicBool::new(false));
-    let spinner = occupy_worker1(&rt, &release);
-    fiber::Builder::new()
-        .worker(0)
-        .spawn_on(&rt, || {
-            let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
-            fiber::await_fiber(fiber::spawn(|| ()));
-            fiber::await_fiber(local);
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    release.store(true, SeqCst);
-    spinner.join().unwrap();
+    on_worker0(&rt, || {
+        let local = fiber::Builder::new().local(true).spawn(|| ()).unwrap();
+        fiber::await_fiber(fiber::spawn(|| ()));
+        fiber::await_fiber(local);
+    });
     // The remote child, and the local one.
     assert_eq!(rt.stats().workers[0].reclaimed, 2);
     // The surplus entry is dropped when worker 1 gets to its inbox.
@@ -212,25 +206,16 @@ fn workload_counts_return_to_zero() {
 #[test]
 fn a_join_loop_runs_its_local_children_without_parking() {
     let rt = rt(PolicyOptions::default());
-    let release = Arc::new(AtomicBool::new(false));
-    let spinner = occupy_worker1(&rt, &release);
-    let order = fiber::Builder::new()
-        .worker(0)
-        .spawn_on(&rt, || {
-            let seq = Arc::new(AtomicU32::new(0));
-            let hs: Vec<_> = (0..10u32)
-                .map(|i| {
-                    let seq = seq.clone();
-                    fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst), whoami().0)).unwrap()
-                })
-                .collect();
-            hs.into_iter().map(fiber::await_fiber).collect::<Vec<_>>()
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    release.store(true, SeqCst);
-    spinner.join().unwrap();
+    let order = on_worker0(&rt, || {
+        let seq = Arc::new(AtomicU32::new(0));
+        let hs: Vec<_> = (0..10u32)
+            .map(|i| {
+                let seq = seq.clone();
+                fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst), whoami().0)).unwrap()
+            })
+            .collect();
+        hs.into_iter().map(fiber::await_fiber).collect::<Vec<_>>()
+    });
     assert_eq!(order, (0..10u32).map(|i| (i, i, 0)).collect::<Vec<_>>());
     let s = rt.stats();
     assert_eq!(s.workers[0].reclaimed, 10, "{s:?}");
@@ -243,28 +228,19 @@ fn a_join_loop_runs_its_local_children_without_parking() {
 #[test]
 fn a_join_out_of_spawn_order_waits() {
     let rt = rt(PolicyOptions::default());
-    let release = Arc::new(AtomicBool::new(false));
-    let spinner = occupy_worker1(&rt, &release);
-    let order = fiber::Builder::new()
-        .worker(0)
-        .spawn_on(&rt, || {
-            let seq = Arc::new(AtomicU32::new(0));
-            let mut hs: Vec<_> = (0..3u32)
-                .map(|i| {
-                    let seq = seq.clone();
-                    fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst))).unwrap()
-                })
-                .collect();
-            let last = fiber::await_fiber(hs.pop().unwrap());
-            let mut out: Vec<_> = hs.into_iter().map(fiber::await_fiber).collect();
-            out.push(last);
-            out
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    release.store(true, SeqCst);
-    spinner.join().unwrap();
+    let order = on_worker0(&rt, || {
+        let seq = Arc::new(AtomicU32::new(0));
+        let mut hs: Vec<_> = (0..3u32)
+            .map(|i| {
+                let seq = seq.clone();
+                fiber::Builder::new().local(true).spawn(move || (i, seq.fetch_add(1, SeqCst))).unwrap()
+            })
+            .collect();
+        let last = fiber::await_fiber(hs.pop().unwrap());
+        let mut out: Vec<_> = hs.into_iter().map(fiber::await_fiber).collect();
+        out.push(last);
+        out
+    });
     assert_eq!(order, vec![(0, 0), (1, 1), (2, 2)]);
     let s = rt.stats();
     assert_eq!(s.workers[0].reclaimed, 0, "{s:?}");
