@@ -910,7 +910,10 @@ impl Child {
 /// by the owner). A thief steals from the slot at any moment, twice (the
 /// model drops the grace period). Each child runs exactly once with the
 /// run permission (loom reports two holders as a race on its cell) and the
-/// slot ends empty.
+/// slot ends empty. A join that takes its child back out of its own
+/// worker's wake slot (`runtime/README.md`, "Run order", 5) is the same
+/// sequence on the same type: the owner's `put` into an empty slot, its
+/// `take_if`, a thief's `steal`.
 #[test]
 fn held_child_reclaim_vs_steal() {
     check("held_child_reclaim_vs_steal", Some(3), || {
