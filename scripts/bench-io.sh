@@ -15,10 +15,11 @@
 # 1st-percentile connection / the median connection's (is anyone starved?),
 # and top, the 99th-percentile connection's / the median's (is anyone
 # favoured? A server that serves a few connections far more often than the
-# rest gains requests/s and a lower p99 from them). With SYSCALLS=1 (default) one extra short run
-# per server at SYSCALL_CONNS connections under `strace -c -f` gives system
-# calls and recv-type calls per request (strace slows the server; the counts
-# per request are what it is for, not the rate).
+# rest gains requests/s and a lower p99 from them). With SYSCALLS=1
+# (default) one extra short run per server at SYSCALL_CONNS connections
+# under `strace -c -f` gives system calls and recv-type calls per request
+# (strace slows the server; the counts per request are what it is for,
+# not the rate).
 #
 #   scripts/bench-io.sh                                  # full run (~10 min)
 #   ROUNDS=1 SECS=2 HTTP_CONNS="1 64" ECHO_CONNS="64" SYSCALLS=0 scripts/bench-io.sh   # quick look

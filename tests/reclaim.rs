@@ -176,6 +176,7 @@ fn other_joiners_wait_for_the_child() {
     release.store(true, SeqCst);
     h.join().unwrap();
     spinner.join().unwrap();
+    // Still only that one.
     assert_eq!(rt.stats().workers.iter().map(|w| w.reclaimed).sum::<u64>(), 1);
 }
 
