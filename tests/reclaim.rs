@@ -223,6 +223,49 @@ fn a_join_loop_runs_its_local_children_without_parking() {
     assert_eq!(s.workers[0].parks, 0, "{s:?}");
 }
 
+/// A join loop that keeps finding its child next does not hold up the
+/// other fibers waiting on its worker. Its take-backs count as wake-slot
+/// picks: a fiber woken earlier into the ready queue (a rendezvous
+/// receiver, which parks at once) runs after `SLOT_STREAK_MAX` (3) of
+/// them; one in the yield queue (a buffered channel's receiver yields a
+/// few times before it parks) runs at the next fairness pass, at most 61
+/// picks later, two per iteration here. Before the bound, both ran after
+/// the whole loop.
+#[test]
+fn a_join_loop_does_not_hold_up_waiting_fibers() {
+    const LOOPS: u64 = 1000;
+    for (cap, bound) in [(0, 3), (1, 31)] {
+        let rt = rt(PolicyOptions::default());
+        let seen = on_worker0(&rt, move || {
+            let iter = Arc::new(AtomicU64::new(0));
+            let (tx, rx) = numafiber::sync::channel::bounded::<()>(cap);
+            let it = iter.clone();
+            let receiver = fiber::Builder::new()
+                .local(true)
+                .spawn(move || {
+                    rx.recv().unwrap();
+                    it.load(SeqCst)
+                })
+                .unwrap();
+            // The receiver runs (from the wake slot) and waits.
+            fiber::yield_now();
+            // A child takes the wake slot before the receiver is woken.
+            let mut child = Some(fiber::Builder::new().local(true).spawn(|| ()).unwrap());
+            tx.send(()).unwrap();
+            for i in 0..LOOPS {
+                fiber::await_fiber(child.take().unwrap());
+                iter.store(i + 1, SeqCst);
+                child = Some(fiber::Builder::new().local(true).spawn(|| ()).unwrap());
+            }
+            fiber::await_fiber(child.take().unwrap());
+            fiber::await_fiber(receiver)
+        });
+        assert!(seen <= bound, "capacity {cap}: the waiting fiber ran only after {seen} of {LOOPS} iterations");
+        let s = rt.stats();
+        assert!(s.workers[0].reclaimed >= LOOPS * 9 / 10, "capacity {cap}: {s:?}");
+    }
+}
+
 /// A join whose child is queued on the parent's own worker but is not the
 /// next one that worker would start waits for it: the children still
 /// start in spawn order, and nothing runs twice.

@@ -331,7 +331,8 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 ///
 /// If placement queued the child on this worker and other workers take
 /// work, take it back only if it is the next one this worker would start:
-/// still in the wake slot, or on top of the deque (no second entry); then
+/// still in the wake slot, or on top of the deque (no second entry), and
+/// no other fiber has waited long enough (`WorkerLocal::take_back`); then
 /// it runs next and this fiber right after it, as above. Otherwise the
 /// caller waits ("Run order", 5, in `runtime/README.md`).
 ///
@@ -373,10 +374,9 @@ fn reclaim_slow(task: &TaskRef) {
     if placed == w.index && w.can_share() {
         // Queued here, where thieves may take it: run it next if it is
         // the next one we would start anyway (a thief may have taken it
-        // or started it, or other work may be queued above it: then wait).
-        // The wake slot is stealable exactly when `can_share` holds, as
-        // `take_if` requires; the deque is popped by its owner.
-        if let Some(child) = shared.workers[w.index].wake_slot.take_if(task).or_else(|| w.pop_if_top(task)) {
+        // or started it, or other work may be queued above it, or fibers
+        // woken earlier have waited long enough: then wait).
+        if let Some(child) = w.take_back(task) {
             Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
             w.set_run_next(child);
             suspend_task(t, Suspend::Reclaim);

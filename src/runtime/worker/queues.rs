@@ -92,6 +92,32 @@ impl WorkerLocal {
         self.can_share
     }
 
+    /// Owner, while other workers may take work (`can_share`: the wake
+    /// slot is stealable, as `take_if` requires): `task`'s entry if it is
+    /// the next fiber this worker would start, its wake slot's entry or the
+    /// top of its deque, for a join to run it next (`fiber::reclaim`).
+    /// Counted as a wake-slot pick: once `SLOT_STREAK_MAX` of those ran in
+    /// a row, not while fibers woken earlier wait in `ready` or another
+    /// fiber waits in the wake slot; and not once the fairness pass is due
+    /// (`FAIRNESS_TICKS`), which only a pick from the other queues makes.
+    /// A join loop must not hold those fibers up: declined, the join waits,
+    /// and the worker's next pick serves them.
+    pub(crate) fn take_back(&self, task: &TaskRef) -> Option<TaskRef> {
+        let streak = self.slot_streak.get();
+        let tired = streak >= SLOT_STREAK_MAX;
+        if (tired && !self.ready.is_empty()) || self.tick.get().wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS {
+            return None;
+        }
+        let slot = &self.me().wake_slot;
+        let t = match slot.take_if(task) {
+            Some(t) => t,
+            None if tired && slot.is_occupied() => return None,
+            None => self.pop_if_top(task)?,
+        };
+        self.slot_streak.set(streak + 1);
+        Some(t)
+    }
+
     /// Owner only: take `task`'s entry if it is the deque's top (the next
     /// one this worker would pop), else leave the deque as it was.
     pub(crate) fn pop_if_top(&self, task: &TaskRef) -> Option<TaskRef> {
