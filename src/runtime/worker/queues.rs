@@ -99,13 +99,22 @@ impl WorkerLocal {
     /// Counted as a wake-slot pick: once `SLOT_STREAK_MAX` of those ran in
     /// a row, not while fibers woken earlier wait in `ready` or another
     /// fiber waits in the wake slot; and not once the fairness pass is due
-    /// (`FAIRNESS_TICKS`), which only a pick from the other queues makes.
-    /// A join loop must not hold those fibers up: declined, the join waits,
-    /// and the worker's next pick serves them.
+    /// (`FAIRNESS_TICKS`: only a pick from the other queues makes it) while
+    /// fibers that only this worker can run wait for it (yielded ones,
+    /// pinned ones). A join loop must not hold those fibers up: declined,
+    /// the join waits, and the worker's next pick serves them.
     pub(crate) fn take_back(&self, task: &TaskRef) -> Option<TaskRef> {
         let streak = self.slot_streak.get();
         let tired = streak >= SLOT_STREAK_MAX;
-        if (tired && !self.ready.is_empty()) || self.tick.get().wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS {
+        if tired && !self.ready.is_empty() {
+            return None;
+        }
+        // Fibers only this worker can run (yielded ones, pinned ones) wait
+        // for the fairness pass, which only a pick from the other queues
+        // makes.
+        if self.tick.get().wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS
+            && (!self.yielded.is_empty() || !self.me().pinned_inbox.is_empty())
+        {
             return None;
         }
         let slot = &self.me().wake_slot;
