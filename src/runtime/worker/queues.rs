@@ -129,7 +129,7 @@ impl WorkerLocal {
 
     /// Owner only: take `task`'s entry if it is the deque's top (the next
     /// one this worker would pop), else leave the deque as it was.
-    pub(crate) fn pop_if_top(&self, task: &TaskRef) -> Option<TaskRef> {
+    fn pop_if_top(&self, task: &TaskRef) -> Option<TaskRef> {
         match self.deque.pop() {
             Some(Runnable::Task(t)) if std::sync::Arc::ptr_eq(&t, task) => Some(t),
             Some(other) => {
