@@ -371,46 +371,43 @@ fn reclaim_slow(task: &TaskRef) {
     // The spawner's fibers never leave its runtime, so `placed` indexes
     // this runtime's workers (checked anyway: a hint read racily).
     let placed = task.last_worker();
-    if placed == w.index && w.can_share() {
-        // Queued here, where thieves may take it: run it next if it is
-        // the next one we would start anyway (a thief may have taken it
-        // or started it, or other work may be queued above it, or fibers
-        // woken earlier have waited long enough: then wait).
-        if let Some(child) = w.take_back(task) {
-            Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
-            w.set_run_next(child);
-            suspend_task(t, Suspend::Reclaim);
+    let child = if placed == w.index {
+        if w.can_share() {
+            // Queued here, where thieves may take it: run it next if it is
+            // the next one we would start anyway (a thief may have taken it
+            // or started it, or other work may be queued above it, or
+            // fibers woken earlier have waited long enough: then wait).
+            w.take_back(task)
+        } else {
+            // Queued on this worker, in spawn order: this fiber waits, and
+            // the child's end wakes it behind the siblings still queued
+            // above it (`WorkerLocal::queue_behind_children`), so a join
+            // loop over the children parks once, not once per child.
+            if me.flags_load() & task::BEHIND == 0 {
+                me.flags_or(task::BEHIND);
+            }
+            None
         }
-        return;
-    }
-    if placed == w.index {
-        // Queued on this worker, in spawn order: this fiber waits, and the
-        // child's end wakes it behind the siblings still queued above it
-        // (`WorkerLocal::queue_behind_children`), so a join loop over the
-        // children parks once, not once per child.
-        if me.flags_load() & task::BEHIND == 0 {
-            me.flags_or(task::BEHIND);
-        }
-        return;
-    }
-    if let Some(child) = shared.workers[w.index].held.take_if(task) {
+    } else if let Some(child) = shared.workers[w.index].held.take_if(task) {
         // Still held back here (`Shared::hold`): the one entry there is;
         // no surplus entry elsewhere.
-        Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
-        w.set_run_next(child);
-        suspend_task(t, Suspend::Reclaim);
-        return;
-    }
-    if placed >= shared.workers.len()
+        Some(child)
+    } else if placed >= shared.workers.len()
         || shared.node_of(placed) != shared.node_of(w.index)
         || shared.workers[placed].inbox.len() >= RECLAIM_INBOX_LIMIT
     {
-        return;
+        None
+    } else {
+        // A second entry: whichever of the two is popped later is surplus
+        // (`task` module docs, "Reclaim").
+        shared.sched.fiber_entered_node(shared.node_of(w.index));
+        Some(task.clone())
+    };
+    if let Some(child) = child {
+        Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
+        w.set_run_next(child);
+        suspend_task(t, Suspend::Reclaim);
     }
-    Counters::bump(&shared.workers[w.index].counters.reclaimed, 1);
-    shared.sched.fiber_entered_node(shared.node_of(w.index));
-    w.set_run_next(task.clone());
-    suspend_task(t, Suspend::Reclaim);
 }
 
 fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {

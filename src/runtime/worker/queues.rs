@@ -112,12 +112,13 @@ impl WorkerLocal {
         // Fibers only this worker can run (yielded ones, pinned ones) wait
         // for the fairness pass, which only a pick from the other queues
         // makes.
+        let me = self.me();
         if self.tick.get().wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS
-            && (!self.yielded.is_empty() || !self.me().pinned_inbox.is_empty())
+            && (!self.yielded.is_empty() || !me.pinned_inbox.is_empty())
         {
             return None;
         }
-        let slot = &self.me().wake_slot;
+        let slot = &me.wake_slot;
         let t = match slot.take_if(task) {
             Some(t) => t,
             None if tired && slot.is_occupied() => return None,
