@@ -32,7 +32,9 @@ cd "$(dirname "$0")/.."
 conns=$1 secs=$2; shift 2
 case "$conns$secs" in *[!0-9]*) echo "server-cost: CONNS and SECS must be integers" >&2; exit 2;; esac
 MODE=${MODE:-cpu}
-USE_PERF=${PERF:-1}
+# perf attached to the server (and, with SIDES=1, to the generator).
+HAVE_PERF=0
+[ "${PERF:-1}" != 0 ] && command -v perf > /dev/null 2>&1 && HAVE_PERF=1
 KIND=${KIND:-echo}
 SIDES=${SIDES:-0}
 case "$KIND" in echo|http) ;; *) echo "server-cost: KIND must be echo or http, got $KIND" >&2; exit 2;; esac
@@ -87,31 +89,31 @@ fi
 gen 1 > /dev/null # warm-up: connections made and torn down once
 ticks() { awk '{ print $14, $15 }' "/proc/$SERVER/stat"; }
 read -r u0 s0 < <(ticks)
-PERF=0
+PERF_PID=0
 EVENTS=task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter
 [ "$SIDES" = 1 ] && EVENTS=$EVENTS,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait
-if [ "$USE_PERF" != 0 ] && command -v perf > /dev/null 2>&1; then
+if [ "$HAVE_PERF" = 1 ]; then
     perf stat -x, -e "$EVENTS" -p "$SERVER" -o "$tmp/perf" -- sleep "$secs" 2> /dev/null &
-    PERF=$!
+    PERF_PID=$!
 fi
 # The machine's CPU time (user, nice, system, idle, iowait, irq, softirq,
 # steal; guest time is inside user) and its idle part, in ticks.
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5; exit }' /proc/stat; }
 read -r all0 idle0 < <(cpu_ticks)
-if [ "$SIDES" = 1 ] && [ "$USE_PERF" != 0 ] && command -v perf > /dev/null 2>&1; then
+if [ "$SIDES" = 1 ] && [ "$HAVE_PERF" = 1 ]; then
     out=$(gen "$secs" perf stat -x, -e task-clock,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -o "$tmp/perf_gen" --)
 else
     out=$(gen "$secs")
 fi
 read -r all1 idle1 < <(cpu_ticks)
 read -r u1 s1 < <(ticks)
-[ "$PERF" != 0 ] && wait "$PERF"
+[ "$PERF_PID" != 0 ] && wait "$PERF_PID"
 rps=$(sed -nE 's/.*: ([0-9]+) requests\/s.*/\1/p' <<<"$out" | tail -1)
 [ -n "$rps" ] || { echo "server-cost: the generator failed: $out" >&2; exit 1; }
 echo "$out" | grep "requests/s" | tail -1
 awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v n=$((rps * secs)) 'BEGIN {
     printf "server CPU per request: user %.2f us, system %.2f us\n", u / hz * 1e6 / n, s / hz * 1e6 / n }'
-if [ "$PERF" != 0 ] && [ -s "$tmp/perf" ]; then
+if [ "$PERF_PID" != 0 ] && [ -s "$tmp/perf" ]; then
     # Counts over the same seconds (perf attaches to the threads alive at
     # its start; a server that starts threads later is undercounted).
     awk -F, -v n=$((rps * secs)) -v cpu_ms=$(( (u1 - u0 + s1 - s0) * 1000 / $(getconf CLK_TCK) )) '
