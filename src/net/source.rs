@@ -27,9 +27,7 @@ use crate::runtime;
 /// arrives after the failed call makes the edge-triggered epoll report an
 /// event, which bumps the count (`reactor::ScheduledIo`), so the next call
 /// tries again; an event for data that call already saw only causes a
-/// spare retry. A short read counts as drained too, but a read of a socket
-/// known drained is tried anyway while such reads keep finding data
-/// (`Guess`: a peer that answers within the fiber's turn).
+/// spare retry.
 pub(crate) struct IoSource<S: Source + AsRawFd> {
     sock: S,
     reg: OnceLock<Registration>,
@@ -39,9 +37,6 @@ pub(crate) struct IoSource<S: Source + AsRawFd> {
     /// Per direction: 1 + the event count at which the direction was seen
     /// drained; 0 when unknown.
     drained_at: [AtomicU64; 2],
-    /// Reads only: whether to try a read the drained mark would skip
-    /// (`Guess`).
-    guess: Guess,
 }
 
 impl<S: Source + AsRawFd> IoSource<S> {
@@ -52,7 +47,6 @@ impl<S: Source + AsRawFd> IoSource<S> {
             reg_init: Mutex::new(()),
             timeouts: Default::default(),
             drained_at: Default::default(),
-            guess: Guess::default(),
         })
     }
 
@@ -129,21 +123,14 @@ impl<S: Source + AsRawFd> IoSource<S> {
             },
             Some(reg) => {
                 let (seen, closed) = reg.io.seq(d);
-                let drained = self.is_drained(d, seen);
-                if !drained || (d == Dir::Read && self.guess.try_anyway()) {
+                if !self.is_drained(d, seen) {
                     match op(&self.sock) {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             would_block = 1;
                             self.mark_drained(d, seen);
-                            if drained {
-                                self.guess.missed();
-                            }
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         r => {
-                            if drained {
-                                self.guess.hit();
-                            }
                             if !closed && r.as_ref().is_ok_and(&short) {
                                 self.mark_drained(d, seen);
                             }
@@ -350,113 +337,4 @@ fn poll_fd(fd: RawFd, d: Dir, ms: i32) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Whether a read that the drained mark would skip is tried anyway.
-///
-/// A short read marks the socket drained, and the next read waits for an
-/// event instead of failing a syscall. But when the peer answers within the
-/// fiber's own turn (a client on the same core, woken by our send, runs
-/// before we resume), the data is already there: the read succeeds, and the
-/// request skips a trip through the reactor and the run queue. Rules:
-/// - such a read is tried while they succeed;
-/// - after a miss, the next 2^k - 1 are skipped (k = misses in a row, at
-///   most `GUESS_MAX_SHIFT`), so a socket whose peer never answers that
-///   fast costs at most one failed read in 2^`GUESS_MAX_SHIFT`;
-/// - after `GUESS_HITS_MAX` hits in a row the next one is skipped: the
-///   fiber waits for the event like everyone else, behind the fibers
-///   already queued, so a fast peer cannot keep the worker to itself.
-#[derive(Default)]
-struct Guess {
-    /// Bits 0-7: reads still to skip; 8-15: misses in a row; 16-23: hits
-    /// in a row. A hint, read and written without a locked instruction.
-    state: std::sync::atomic::AtomicU32,
-}
-
-const GUESS_MAX_SHIFT: u32 = 6;
-const GUESS_HITS_MAX: u32 = 64;
-
-impl Guess {
-    #[inline]
-    fn try_anyway(&self) -> bool {
-        let s = self.state.load(Relaxed);
-        if s >> 16 >= GUESS_HITS_MAX {
-            self.state.store(s & 0xffff, Relaxed);
-            return false;
-        }
-        if s & 0xff == 0 {
-            return true;
-        }
-        self.state.store(s - 1, Relaxed);
-        false
-    }
-
-    #[inline]
-    fn hit(&self) {
-        let hits = ((self.state.load(Relaxed) >> 16) + 1).min(GUESS_HITS_MAX);
-        self.state.store(hits << 16, Relaxed);
-    }
-
-    #[inline]
-    fn missed(&self) {
-        let k = (((self.state.load(Relaxed) >> 8) & 0xff) + 1).min(GUESS_MAX_SHIFT);
-        self.state.store((k << 8) | ((1 << k) - 1), Relaxed);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// How many of `n` drained reads a guess tries, each try missing.
-    fn tries_missing(g: &Guess, n: usize) -> Vec<usize> {
-        (0..n)
-            .filter(|_| {
-                let t = g.try_anyway();
-                if t {
-                    g.missed();
-                }
-                t
-            })
-            .collect()
-    }
-
-    #[test]
-    fn misses_back_off_to_one_try_in_two_to_the_max_shift() {
-        let g = Guess::default();
-        let mut at = Vec::new();
-        for i in 0..400 {
-            if g.try_anyway() {
-                at.push(i);
-                g.missed();
-            }
-        }
-        // Skips of 1, 3, 7, 15, 31, 63, then 63 for good.
-        assert_eq!(&at[..7], &[0, 2, 6, 14, 30, 62, 126]);
-        assert!(at.windows(2).skip(6).all(|w| w[1] - w[0] == 1 << GUESS_MAX_SHIFT), "{at:?}");
-    }
-
-    #[test]
-    fn a_hit_resets_the_back_off() {
-        let g = Guess::default();
-        assert_eq!(tries_missing(&g, 100).len(), 6);
-        // The next try hits: tried again at once afterwards.
-        while !g.try_anyway() {}
-        g.hit();
-        assert!(g.try_anyway());
-    }
-
-    #[test]
-    fn hits_in_a_row_are_capped() {
-        let g = Guess::default();
-        let mut tried = 0;
-        while g.try_anyway() {
-            g.hit();
-            tried += 1;
-            assert!(tried <= GUESS_HITS_MAX, "never skipped");
-        }
-        assert_eq!(tried, GUESS_HITS_MAX);
-        // The skipped read resets the streak: tried again next time.
-        assert!(g.try_anyway());
-    }
 }
