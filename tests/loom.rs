@@ -155,6 +155,11 @@ struct Rt {
     /// The model uses wake slots (`push_slot`); the other models leave
     /// them out so their state space stays what it was.
     slots: bool,
+    /// The runtime's I/O ready queue (`Shared::io_ready`), which every
+    /// worker pops; only its models look at it (`io`), so the others'
+    /// state space stays what it was.
+    io_ready: Queue,
+    io: bool,
     shutdown: AtomicBool,
     /// Items run so far, and how many the model expects.
     done: AtomicUsize,
@@ -173,6 +178,13 @@ impl Rt {
         Rt::build(workers, steals, total, true)
     }
 
+    /// The same, with the runtime's I/O ready queue.
+    fn with_io_queue(workers: usize, total: usize) -> Arc<Rt> {
+        let mut rt = Rt::build(workers, true, total, false);
+        Arc::get_mut(&mut rt).expect("not shared yet").io = true;
+        rt
+    }
+
     fn build(workers: usize, steals: bool, total: usize, slots: bool) -> Arc<Rt> {
         Arc::new(Rt {
             idle: IdleSet::new(workers),
@@ -185,6 +197,8 @@ impl Rt {
                 .collect(),
             steals,
             slots,
+            io_ready: Queue::new(),
+            io: false,
             shutdown: AtomicBool::new(false),
             done: AtomicUsize::new(0),
             total,
@@ -253,6 +267,25 @@ impl Rt {
         }
     }
 
+    /// `Shared::wake_io_batch` after a busy worker's poll made `n` fibers
+    /// ready: each onto the runtime's I/O queue (an `Injector`), then one
+    /// `notify_unwatched` for a lone fiber, else `notify_idle` (no fence).
+    fn push_io_batch(&self, n: usize) {
+        for _ in 0..n {
+            self.io_ready.push();
+        }
+        if n == 1 {
+            self.idle.notify_unwatched(self.steals);
+        } else {
+            self.idle.notify_idle(self.steals);
+        }
+    }
+
+    /// Any worker: the oldest fiber of the I/O queue.
+    fn take_io(&self) -> bool {
+        self.io && self.io_ready.pop()
+    }
+
     /// Owner: the wake slot first.
     fn take_slot(&self, me: usize) -> bool {
         if !self.slots {
@@ -276,7 +309,11 @@ impl Rt {
     /// `WorkerLocal::has_visible_work` over the stand-in queues.
     fn has_visible_work(&self, me: usize) -> bool {
         let q = &self.queues[me];
-        if (self.slots && q.slot.is_occupied()) || !q.deque.is_empty() || !q.inbox.is_empty() {
+        if (self.slots && q.slot.is_occupied())
+            || !q.deque.is_empty()
+            || !q.inbox.is_empty()
+            || (self.io && !self.io_ready.is_empty())
+        {
             return true;
         }
         self.steals
@@ -293,7 +330,8 @@ impl Rt {
             return false;
         }
         self.idle.begin_search();
-        let got = self.queues.iter().enumerate().any(|(i, q)| {
+        let got = self.take_io()
+            || self.queues.iter().enumerate().any(|(i, q)| {
             i != me
                 && (q.deque.pop()
                     || q.inbox.pop()
@@ -310,7 +348,7 @@ impl Rt {
                 break;
             }
             let q = &self.queues[me];
-            if self.take_slot(me) || q.deque.pop() || q.inbox.pop() || self.steal(me) {
+            if self.take_slot(me) || q.deque.pop() || self.take_io() || q.inbox.pop() || self.steal(me) {
                 self.run_item();
                 continue;
             }
@@ -458,6 +496,35 @@ fn wake_slot_lone_entry() {
     check("wake_slot_lone_entry (2 workers, stealing)", Some(3), || {
         run_with_fiber_on_worker0(Rt::with_slots(2, true, 1), |rt| {
             rt.push_slot(0);
+        });
+    });
+}
+
+// ---------------------------------------------------------------------
+// Model 2c: the I/O ready queue of a busy worker's poll
+// ---------------------------------------------------------------------
+
+/// Worker 0's busy poll makes two fibers ready: both onto the runtime's
+/// I/O queue, then `notify_idle` (no fence), while worker 1 runs out of
+/// work, searches (taking from the I/O queue first) and sleeps. Both run
+/// exactly once, no wake-up is lost (worker 0 serves the queue itself
+/// when its fiber returns), and `num_sleeping` ends at 0.
+#[test]
+fn io_queue_busy_poll() {
+    check("io_queue_busy_poll (2 workers, stealing)", Some(3), || {
+        run_with_fiber_on_worker0(Rt::with_io_queue(2, 2), |rt| {
+            rt.push_io_batch(2);
+        });
+    });
+}
+
+/// One fiber made ready: `notify_unwatched` wakes a sleeper only if nobody
+/// searches or watches; the fiber runs once either way.
+#[test]
+fn io_queue_lone_fiber() {
+    check("io_queue_lone_fiber (2 workers, stealing)", Some(3), || {
+        run_with_fiber_on_worker0(Rt::with_io_queue(2, 1), |rt| {
+            rt.push_io_batch(1);
         });
     });
 }

@@ -216,3 +216,120 @@ fn a_short_read_before_the_peers_close_still_sees_end_of_file() {
     });
     assert_eq!(got.expect("server"), b"hello");
 }
+
+/// Fibers that a busy worker's reactor poll makes ready go to the runtime's
+/// one I/O queue, which every worker serves between its own fibers: they
+/// do not wait behind the worker that polled. Each worker is kept busy by
+/// a pinned fiber that yields in a loop, so neither goes idle (no sleeping
+/// driver polls, and a busy worker steals nothing). Per round, a peer
+/// thread writes one byte to each of two connections; each reader fiber,
+/// once its byte came, spins *without yielding* until the other reader has
+/// got its byte too. That needs the two on different workers at once: had
+/// both stayed on the worker whose polls readied them, the first would
+/// spin out its deadline while the second waited behind it (without the
+/// shared queue this failed in 6 of 9 runs).
+#[test]
+fn fibers_a_busy_poll_readies_run_on_either_worker() {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+    const ROUNDS: usize = 20;
+    let result = within(120, "busy-poll readers", || {
+        let rt = rt(2);
+        rt.block_on(|| -> Result<usize, String> {
+            let done = Arc::new(AtomicBool::new(false));
+            let loops: Vec<_> = (0..2)
+                .map(|w| {
+                    let d = done.clone();
+                    fiber::Builder::new()
+                        .worker(w)
+                        .pinned(true)
+                        .spawn(move || {
+                            while !d.load(SeqCst) {
+                                fiber::yield_now();
+                            }
+                        })
+                        .expect("spawn a yield loop")
+                })
+                .collect();
+            let l = numafiber::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            let addr = l.local_addr().map_err(|e| e.to_string())?;
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || -> std::io::Result<()> {
+                let mut c = [std::net::TcpStream::connect(addr)?, std::net::TcpStream::connect(addr)?];
+                for s in &c {
+                    s.set_nodelay(true)?;
+                }
+                if go_rx.recv().is_err() {
+                    return Ok(());
+                }
+                let mut b = [0u8; 1];
+                for _ in 0..ROUNDS {
+                    c[0].write_all(&[1])?;
+                    c[1].write_all(&[1])?;
+                    // Both readers acknowledge the round (or end it early
+                    // by closing: read returns 0 and the peer stops).
+                    for s in &mut c {
+                        if s.read(&mut b)? == 0 {
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok(())
+            });
+            let got = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+            let started = Arc::new(AtomicUsize::new(0));
+            let streams = [l.accept().map_err(|e| e.to_string())?.0, l.accept().map_err(|e| e.to_string())?.0];
+            let mut readers = Vec::new();
+            for (i, mut s) in streams.into_iter().enumerate() {
+                let (mine, other, started) = (got[i].clone(), got[1 - i].clone(), started.clone());
+                readers.push(fiber::spawn(move || -> Result<(), String> {
+                    // Both readers run before the first byte is sent, so
+                    // neither is still queued unstarted behind the other.
+                    started.fetch_add(1, SeqCst);
+                    while started.load(SeqCst) < 2 {
+                        fiber::yield_now();
+                    }
+                    let mut b = [0u8; 1];
+                    for round in 1..=ROUNDS {
+                        match s.read(&mut b) {
+                            Ok(1) => {}
+                            r => return Err(format!("reader {i}, round {round}: read gave {r:?}")),
+                        }
+                        mine.store(round, SeqCst);
+                        let t0 = Instant::now();
+                        while other.load(SeqCst) < round {
+                            if t0.elapsed() > Duration::from_secs(5) {
+                                return Err(format!(
+                                    "reader {i}, round {round}: the other reader did not run within 5 s \
+                                     while this one held its worker"
+                                ));
+                            }
+                            std::hint::spin_loop();
+                        }
+                        s.write_all(&[2]).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }));
+            }
+            while started.load(SeqCst) < 2 {
+                fiber::yield_now();
+            }
+            // Let both readers reach their first read and park there (a
+            // settling pause, not a measurement): from then on only the
+            // reactor's polls make them runnable.
+            fiber::sleep(Duration::from_millis(100));
+            go_tx.send(()).map_err(|e| e.to_string())?;
+            // Every reader is joined before the first error is taken.
+            let outcomes: Vec<Result<(), String>> =
+                readers.into_iter().map(|h| h.join().expect("reader fiber")).collect();
+            let outcome: Result<(), String> = outcomes.into_iter().collect();
+            done.store(true, SeqCst);
+            for h in loops {
+                h.join().expect("yield loop");
+            }
+            peer.join().expect("peer thread").map_err(|e| e.to_string())?;
+            outcome.map(|()| ROUNDS)
+        })
+    });
+    assert_eq!(result, Ok(ROUNDS));
+}

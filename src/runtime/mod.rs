@@ -425,6 +425,10 @@ fn queues_empty(shared: &Shared) -> bool {
 fn drain_queues(shared: &Shared) {
     loop {
         let mut progressed = false;
+        while let Some(t) = worker::drain_one(&shared.io_ready) {
+            progressed = true;
+            destroy(shared, &t);
+        }
         for w in shared.workers.iter() {
             while let Some(t) = worker::drain_one(&w.pinned_inbox) {
                 progressed = true;

@@ -364,6 +364,9 @@ pub(crate) struct Shared {
     pub(in crate::runtime) draining: AtomicBool,
     /// Sleeping and searching workers (`runtime::idle`).
     pub(in crate::runtime) idle: Idle,
+    /// Fibers made ready by a busy worker's reactor poll, in readiness
+    /// order, for whichever worker is free first.
+    pub(in crate::runtime) io_ready: crossbeam_deque::Injector<TaskRef>,
     pub(in crate::runtime) registry: Registry,
     /// Spawns from threads that are not workers of this runtime.
     pub(in crate::runtime) foreign_spawned: AtomicU64,
@@ -476,6 +479,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             idle: Idle::new(),
+            io_ready: crossbeam_deque::Injector::new(),
             registry: Registry::new(),
             foreign_spawned: AtomicU64::new(0),
             stack_mode,
@@ -635,10 +639,33 @@ impl Shared {
     /// `task`, last on another worker, is pushed onto worker `me`: the
     /// policy's node accounting follows it.
     #[inline]
-    fn note_arrival(&self, task: &TaskRef, me: usize) {
+    pub(crate) fn note_arrival(&self, task: &TaskRef, me: usize) {
         let last = task.last_worker();
         if last != me {
             self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
+        }
+    }
+
+    /// Fibers made ready by a busy worker's reactor poll: into the
+    /// runtime's I/O ready queue, which every worker serves in order
+    /// (pinned fibers and the shutdown drain as [`Shared::wake`]).
+    pub(crate) fn wake_io_batch(self: &Arc<Self>, ready: Vec<TaskRef>) {
+        let mut queued = 0usize;
+        for task in ready {
+            // SAFETY: as in `wake`.
+            if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+                if t.pinned().is_some() || self.draining.load(Relaxed) {
+                    self.reschedule(t);
+                } else {
+                    self.io_ready.push(t);
+                    queued += 1;
+                }
+            }
+        }
+        match queued {
+            0 => {}
+            1 => self.idle.notify_unwatched(&*self.workers, self.sched.steals()),
+            _ => self.notify_idle(),
         }
     }
 

@@ -527,7 +527,9 @@ pub(crate) fn park_worker(shared: &Shared, me: usize, deadline: Option<Instant>,
 }
 
 /// Busy side: poll without blocking if fibers wait on sockets and nobody
-/// drives; wake the fibers made ready (onto this worker's deque).
+/// drives; the fibers made ready go to the runtime's `io_ready` queue, in
+/// the order the reactor reported them, for whichever worker is free first
+/// (`Shared::wake_io_batch`; "Run order", rule 2, in `../README.md`).
 pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
     let Some(r) = shared.reactor.get() else { return };
     if r.waiting() == 0 {
@@ -536,8 +538,8 @@ pub(crate) fn poll_busy(shared: &Arc<Shared>, me: usize) {
     let mut ready = Vec::new();
     let b = RtBackend { shared, reactor: Some(r), me, deadline: None, ready: std::cell::RefCell::new(&mut ready) };
     driver::poll_busy(&r.gate, &b);
-    for t in ready {
-        shared.wake(t);
+    if !ready.is_empty() {
+        shared.wake_io_batch(ready);
     }
 }
 

@@ -175,6 +175,9 @@ impl WorkerLocal {
             if let Some(t) = steal_one(&me.pinned_inbox) {
                 return Some(Next::Queued(Runnable::Task(t)));
             }
+            if let Some(t) = self.take_io_ready() {
+                return Some(Next::Queued(Runnable::Task(t)));
+            }
             if let Some(r) = self.pop_inbox_skipping_surplus() {
                 return Some(Next::Queued(r));
             }
@@ -219,6 +222,9 @@ impl WorkerLocal {
                 return Some(Next::Queued(t));
             }
         }
+        if let Some(t) = self.take_io_ready() {
+            return Some(Next::Queued(Runnable::Task(t)));
+        }
         if !self.deque.is_empty() {
             if let Some(t) = self.deque.pop() {
                 return Some(Next::Queued(t));
@@ -238,6 +244,18 @@ impl WorkerLocal {
             }
         }
         None
+    }
+
+    /// The oldest fiber of the runtime's I/O ready queue, now this worker's.
+    #[inline]
+    pub(super) fn take_io_ready(&self) -> Option<TaskRef> {
+        let q = &self.shared.io_ready;
+        if q.is_empty() {
+            return None;
+        }
+        let t = steal_one(q)?;
+        self.shared.note_arrival(&t, self.index);
+        Some(t)
     }
 
     /// The fairness pass's inbox entry: the first one that may still run,

@@ -315,6 +315,7 @@ impl WorkerLocal {
             || !self.ready.is_empty()
             || !me.pinned_inbox.is_empty()
             || !me.inbox.is_empty()
+            || !self.shared.io_ready.is_empty()
             || self.shared.shutdown.load(Acquire)
         {
             self.yielded.push_back(task);
@@ -334,7 +335,12 @@ impl WorkerLocal {
     #[inline]
     pub(super) fn has_other_work(&self) -> bool {
         let me = self.me();
-        if !self.deque.is_empty() || !self.ready.is_empty() || me.wake_slot.is_occupied() || !me.inbox.is_empty() {
+        if !self.deque.is_empty()
+            || !self.ready.is_empty()
+            || me.wake_slot.is_occupied()
+            || !me.inbox.is_empty()
+            || !self.shared.io_ready.is_empty()
+        {
             return true;
         }
         let streak = self.yield_streak.get() + 1;

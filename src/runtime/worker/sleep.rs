@@ -111,6 +111,7 @@ impl WorkerLocal {
             || me.wake_slot.is_occupied()
             || !me.inbox.is_empty()
             || !me.pinned_inbox.is_empty()
+            || !shared.io_ready.is_empty()
             || !self.yielded.is_empty()
             || self.has_resume_after()
             || (self.starved_len.get() != 0 && budget::has_room())

@@ -52,6 +52,9 @@ impl WorkerLocal {
         let mut home_seen: Option<Instant> = None;
         let mut pauses = SPIN_PAUSES;
         let found = loop {
+            if let Some(t) = self.take_io_ready() {
+                break Some(Runnable::Task(t));
+            }
             if let Some(r) = self.steal_pass() {
                 break Some(r);
             }
@@ -86,7 +89,7 @@ impl WorkerLocal {
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
                 crate::runtime::io::poll_busy(shared, self.index);
-                if me.wake_slot.is_occupied() || !self.ready.is_empty() {
+                if me.wake_slot.is_occupied() || !self.ready.is_empty() || !shared.io_ready.is_empty() {
                     break None;
                 }
             }
