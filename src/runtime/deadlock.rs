@@ -7,7 +7,8 @@
 //! [`POLL`], asks [`Detector::check`]. A runtime is *quiescent* when
 //!
 //! 1. it is not shutting down and detection is on;
-//! 2. every worker is asleep, every deque and inbox is empty, no worker
+//! 2. every worker is asleep, every deque and inbox (and the I/O ready
+//!    queue) is empty, no worker
 //!    has a pending timer (`sleep`, `recv_timeout`...), and no fiber waits
 //!    on an *external wake source* ([`ExternalWait`]: the I/O reactor's
 //!    hook), and no fiber waits on a socket (`crate::net`'s reactor:
@@ -301,7 +302,7 @@ fn quiescent(shared: &Shared) -> Option<u64> {
         return None;
     }
     // Fibers waiting on sockets: a peer may wake them (`crate::runtime::io`).
-    if shared.reactor.get().is_some_and(|r| r.waiting() != 0) {
+    if shared.reactor.get().is_some_and(|r| r.waiting() != 0) || !shared.io_ready.is_empty() {
         return None;
     }
     let mut progress = 0u64;

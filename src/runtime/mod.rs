@@ -417,7 +417,7 @@ fn drain_all(shared: &Arc<Shared>) {
 }
 
 fn queues_empty(shared: &Shared) -> bool {
-    shared.workers.iter().all(|w| w.inbox.is_empty() && w.pinned_inbox.is_empty())
+    shared.io_ready.is_empty() && shared.workers.iter().all(|w| w.inbox.is_empty() && w.pinned_inbox.is_empty())
 }
 
 /// Destroy every queued fiber and cancel every queued job, until the

@@ -739,6 +739,8 @@ fn capture_workers(
             stacks.push(stack_of(&t));
         }
     }
+    // Fibers a busy poll made ready, not yet taken by any worker.
+    queued += shared.io_ready.len();
     (workers, queued)
 }
 
