@@ -267,7 +267,8 @@ fi
 rc=$(sed -n 's/^status \([0-9]*\).*/\1/p' "$WORK/status" | head -n 1)
 [ -n "$rc" ] && exit "$rc"
 if [ $qrc = 124 ] || [ $qrc = 137 ]; then
-    echo "numa-vm: the guest did not finish within $TIMEOUT s (--timeout)" >&2
+    echo "numa-vm: the guest did not finish within $TIMEOUT s (--timeout); the console's last lines:" >&2
+    tail -n 15 "$WORK/console" >&2
     exit 124
 fi
 echo "numa-vm: the guest ended without an exit status (qemu exit $qrc); last lines:" >&2
