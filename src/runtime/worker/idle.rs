@@ -36,8 +36,14 @@ pub(crate) trait Sleepers {
     fn unpark(&self, i: usize);
 }
 
-/// Runtime-wide idle counters.
+/// Runtime-wide idle counters, on lines of their own (128 bytes: two lines,
+/// for adjacent-line prefetchers). Every search and every busy/idle
+/// transition writes them, while the fields beside them in `Shared` (the
+/// shutdown flag, the worker table, the scheduler) are read by every worker
+/// on every pick: sharing a line with those would make each write cost the
+/// other workers a miss.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct Idle {
     /// Workers announced asleep and not claimed or withdrawn. Only the
     /// claimer (or the withdrawing worker) decrements, so it is exact.
