@@ -84,8 +84,10 @@ impl WorkerLocal {
             if self.fire_others_timers(now) {
                 break None;
             }
-            // Sockets that became ready while we searched: their fibers
-            // come here (our wake slot or ready queue), read by `next_local`.
+            // Sockets that became ready while we searched: their fibers go
+            // to the I/O ready queue, which `next_local` serves first
+            // (pinned ones to their worker's inbox; during the shutdown
+            // drain, to our own wake slot or ready queue).
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
                 crate::runtime::io::poll_busy(shared, self.index);
