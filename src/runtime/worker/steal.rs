@@ -85,9 +85,10 @@ impl WorkerLocal {
                 break None;
             }
             // Sockets that became ready while we searched: their fibers go
-            // to the I/O ready queue, which `next_local` serves first
-            // (pinned ones to their worker's inbox; during the shutdown
-            // drain, to our own wake slot or ready queue).
+            // to the I/O ready queue, which the next pass (and then
+            // `next_local`) takes from; pinned ones go to their worker's
+            // pinned inbox, and during the shutdown drain to our own wake
+            // slot or ready queue.
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
                 crate::runtime::io::poll_busy(shared, self.index);
