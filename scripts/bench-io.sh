@@ -10,9 +10,10 @@
 # each round, a fresh server process per measurement.
 #
 # Per measurement: requests/s and p50/p99 from the generator, the server's
-# CPU per request (utime+stime from /proc/PID/stat over the run), and for
-# echo two per-connection figures: fairness, the round trips of the
-# 1st-percentile connection / the median connection's (is anyone starved?),
+# CPU per request (utime+stime from /proc/PID/stat over the run; user_us
+# is the utime part), and for echo two per-connection figures: fairness,
+# the round trips of the 1st-percentile connection / the median
+# connection's (is anyone starved?),
 # and top, the 99th-percentile connection's / the median's (is anyone
 # favoured? A server that serves a few connections far more often than the
 # rest gains requests/s and a lower p99 from them). With SYSCALLS=1
@@ -169,8 +170,8 @@ start() {
     return 1
 }
 stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""; }
-# CPU time of a process (and its threads) in clock ticks.
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU time of a process (and its threads) in clock ticks: user and system.
+ticks() { awk '{ print $14, $15 }' "/proc/$1/stat" 2>/dev/null || echo 0 0; }
 HZ=$(getconf CLK_TCK)
 
 # load KIND CONNS SECS: run the generator against $port; prints
@@ -211,17 +212,18 @@ for round in $(seq 1 "$ROUNDS"); do
                 [ "$k" = "$kind" ] || continue
                 selected "$name" || continue
                 start "$name" "$cmd" || continue
-                c0=$(ticks "$SERVER")
+                read -r u0 k0 <<<"$(ticks "$SERVER")"
                 read -r rps p50 p99 fair top <<<"$(load "$kind" "$conns" "$SECS")"
-                c1=$(ticks "$SERVER")
+                read -r u1 k1 <<<"$(ticks "$SERVER")"
                 stop
-                cpu="-"
+                cpu="-" usr="-"
                 if [ "$rps" != "-" ] && [ "$rps" -gt 0 ]; then
-                    cpu=$(awk -v c=$((c1 - c0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
+                    cpu=$(awk -v c=$((u1 + k1 - u0 - k0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
+                    usr=$(awk -v c=$((u1 - u0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
                 fi
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" >> "$RES"
-                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req  fairness %s  top %s  (load %s)\n' \
-                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$(cut -d' ' -f1 /proc/loadavg)"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$usr" >> "$RES"
+                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req (user %s)  fairness %s  top %s  (load %s)\n' \
+                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$usr" "$fair" "$top" "$(cut -d' ' -f1 /proc/loadavg)"
             done
         done
     done
@@ -268,7 +270,7 @@ echo
 echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
 echo "spread = (highest - lowest req/s of the rounds) / median: a ratio closer to 1 than the two rows' spreads is within the noise"
 echo "fairness / top = round trips of the 1st- / 99th-percentile connection over the median connection's (echo)"
-printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req fairness top 'req/s x' 'cpu x'
+printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %8s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req user_us fairness top 'req/s x' 'cpu x'
 awk -F'\t' '
     function median(key,   n, i, j, t, a) {
         n = split(vals[key], a, " ")
@@ -290,6 +292,7 @@ awk -F'\t' '
         vals[k, "rps"] = vals[k, "rps"] " " $5; vals[k, "p50"] = vals[k, "p50"] " " $6
         vals[k, "p99"] = vals[k, "p99"] " " $7; vals[k, "cpu"] = vals[k, "cpu"] " " $8
         vals[k, "fair"] = vals[k, "fair"] " " $9; vals[k, "top"] = vals[k, "top"] " " $10
+        vals[k, "usr"] = vals[k, "usr"] " " $11
     }
     END {
         for (i = 1; i <= m; i++) {
@@ -303,7 +306,7 @@ awk -F'\t' '
             top = (f[1] == "echo" && vals[k, "top"] ~ /[0-9]/) ? sprintf("%.2f", median(k SUBSEP "top")) : "-"
             rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
             cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
-            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], fair, top, rx, cx
+            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %8.2f %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], median(k SUBSEP "usr"), fair, top, rx, cx
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
 if [ -s "$SYS" ]; then
