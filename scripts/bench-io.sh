@@ -16,7 +16,16 @@
 # connection's (is anyone starved?),
 # and top, the 99th-percentile connection's / the median's (is anyone
 # favoured? A server that serves a few connections far more often than the
-# rest gains requests/s and a lower p99 from them). With SYSCALLS=1
+# rest gains requests/s and a lower p99 from them). Also the share of the
+# machine's CPU time that was idle during the run (idle%: capacity neither
+# the server nor the generator used, mostly a CPU asleep while a wake-up
+# crosses to it). After the medians, paired ratios: in every round
+# numafiber's req/s over each peer's of the same round and cell, and over
+# the best peer of that round, as median, lowest-highest and the rounds
+# numafiber was at or above (the rounds of one cell run minutes apart, so
+# the machine's drift between rounds cancels in a pair; a ratio of
+# medians, and above all one against the best of five medians, does not).
+# With SYSCALLS=1
 # (default) one extra short run per server at SYSCALL_CONNS connections
 # under `strace -c -f` gives system calls and recv-type calls per request
 # (strace slows the server; the counts per request are what it is for,
@@ -172,6 +181,8 @@ start() {
 stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""; }
 # CPU time of a process (and its threads) in clock ticks: user and system.
 ticks() { awk '{ print $14, $15 }' "/proc/$1/stat" 2>/dev/null || echo 0 0; }
+# The machine's CPU time in clock ticks: all of it, and idle + iowait.
+cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $5 + $6; exit }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 
 # load KIND CONNS SECS: run the generator against $port; prints
@@ -213,17 +224,20 @@ for round in $(seq 1 "$ROUNDS"); do
                 selected "$name" || continue
                 start "$name" "$cmd" || continue
                 read -r u0 k0 <<<"$(ticks "$SERVER")"
+                read -r all0 idle0 <<<"$(cpu_ticks)"
                 read -r rps p50 p99 fair top <<<"$(load "$kind" "$conns" "$SECS")"
                 read -r u1 k1 <<<"$(ticks "$SERVER")"
+                read -r all1 idle1 <<<"$(cpu_ticks)"
                 stop
+                idle=$(awk -v a=$((all1 - all0)) -v i=$((idle1 - idle0)) 'BEGIN { if (a > 0) printf "%.1f", 100 * i / a; else print "-" }')
                 cpu="-" usr="-"
                 if [ "$rps" != "-" ] && [ "$rps" -gt 0 ]; then
                     cpu=$(awk -v c=$((u1 + k1 - u0 - k0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
                     usr=$(awk -v c=$((u1 - u0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
                 fi
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$usr" >> "$RES"
-                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req (user %s)  fairness %s  top %s  (load %s)\n' \
-                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$usr" "$fair" "$top" "$(cut -d' ' -f1 /proc/loadavg)"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$usr" "$idle" >> "$RES"
+                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req (user %s)  fairness %s  top %s  idle %s%%  (load %s)\n' \
+                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$usr" "$fair" "$top" "$idle" "$(cut -d' ' -f1 /proc/loadavg)"
             done
         done
     done
@@ -270,7 +284,8 @@ echo
 echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
 echo "spread = (highest - lowest req/s of the rounds) / median: a ratio closer to 1 than the two rows' spreads is within the noise"
 echo "fairness / top = round trips of the 1st- / 99th-percentile connection over the median connection's (echo)"
-printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %8s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req user_us fairness top 'req/s x' 'cpu x'
+echo "idle% = the machine's idle CPU time during the run, all CPUs (the generator's included)"
+printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %8s %6s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req user_us idle% fairness top 'req/s x' 'cpu x'
 awk -F'\t' '
     function median(key,   n, i, j, t, a) {
         n = split(vals[key], a, " ")
@@ -293,6 +308,7 @@ awk -F'\t' '
         vals[k, "p99"] = vals[k, "p99"] " " $7; vals[k, "cpu"] = vals[k, "cpu"] " " $8
         vals[k, "fair"] = vals[k, "fair"] " " $9; vals[k, "top"] = vals[k, "top"] " " $10
         vals[k, "usr"] = vals[k, "usr"] " " $11
+        if ($12 ~ /^[0-9.]+$/) vals[k, "idle"] = vals[k, "idle"] " " $12
     }
     END {
         for (i = 1; i <= m; i++) {
@@ -306,9 +322,56 @@ awk -F'\t' '
             top = (f[1] == "echo" && vals[k, "top"] ~ /[0-9]/) ? sprintf("%.2f", median(k SUBSEP "top")) : "-"
             rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
             cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
-            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %8.2f %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], median(k SUBSEP "usr"), fair, top, rx, cx
+            idle = (vals[k, "idle"] ~ /[0-9]/) ? sprintf("%.1f", median(k SUBSEP "idle")) : "-"
+            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %8.2f %6s %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], median(k SUBSEP "usr"), idle, fair, top, rx, cx
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
+if [ "$ROUNDS" -gt 1 ]; then
+    echo
+    echo "Paired ratios: numafiber's req/s / the peer's in the same round and cell, over $ROUNDS rounds (best = the best peer of each round)"
+    printf '%-4s %6s %-12s %8s %11s %8s\n' kind conns peer median lowest-hi 'at/above'
+    awk -F'\t' '
+    function med(s,   n, i, j, t, a) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function ext(s, want_hi,   n, i, a, m) {
+        n = split(s, a, " "); m = a[1] + 0
+        for (i = 2; i <= n; i++) if (want_hi ? a[i] + 0 > m : a[i] + 0 < m) m = a[i] + 0
+        return m
+    }
+    function ahead(s,   n, i, a, k) { n = split(s, a, " "); k = 0; for (i = 1; i <= n; i++) if (a[i] + 0 >= 1) k++; return k "/" n }
+    function row(kind, conns, peer, s) {
+        if (s != "") printf "%-4s %6s %-12s %8.2f %5.2f-%-5.2f %8s\n", kind, conns, peer, med(s), ext(s, 0), ext(s, 1), ahead(s)
+    }
+    $5 ~ /^[0-9]+$/ && $5 > 0 {
+        cell = $2 SUBSEP $3
+        if (!(cell in seen)) { seen[cell] = 1; cells[++nc] = cell }
+        if (!($1 in rseen)) { rseen[$1] = 1; rounds[++nr] = $1 }
+        r[$1, cell, $4] = $5 + 0
+        if ($4 != "numafiber" && $4 !~ /^numafiber_/) {
+            if (!((cell, $4) in pseen)) { pseen[cell, $4] = 1; peers[cell] = peers[cell] " " $4 }
+            if ($5 + 0 > best[$1, cell]) best[$1, cell] = $5 + 0
+        }
+    }
+    END {
+        for (c = 1; c <= nc; c++) {
+            cell = cells[c]; split(cell, f, SUBSEP)
+            np = split(peers[cell], pl, " ")
+            for (p = 1; p <= np; p++) {
+                s = ""
+                for (i = 1; i <= nr; i++) if (((rounds[i], cell, "numafiber") in r) && ((rounds[i], cell, pl[p]) in r))
+                    s = s " " r[rounds[i], cell, "numafiber"] / r[rounds[i], cell, pl[p]]
+                row(f[1], f[2], pl[p], s)
+            }
+            s = ""
+            for (i = 1; i <= nr; i++) if (((rounds[i], cell, "numafiber") in r) && ((rounds[i], cell) in best))
+                s = s " " r[rounds[i], cell, "numafiber"] / best[rounds[i], cell]
+            if (np > 1) row(f[1], f[2], "best", s)
+        }
+    }' "$RES" | sort -s -k1,1r -k2,2n
+fi
 if [ -s "$SYS" ]; then
     echo
     echo "System calls per request under strace -c -f (${SYSCALL_SECS} s runs; recv = read/recvfrom/recvmsg/readv, failed = those that returned an error, mostly EAGAIN)"
