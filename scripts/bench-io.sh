@@ -17,9 +17,9 @@
 # and top, the 99th-percentile connection's / the median's (is anyone
 # favoured? A server that serves a few connections far more often than the
 # rest gains requests/s and a lower p99 from them). Also the share of the
-# machine's CPU time that was idle during the run (idle%: capacity neither
-# the server nor the generator used, mostly a CPU asleep while a wake-up
-# crosses to it). After the medians, paired ratios: in every round
+# machine's CPU time that was idle during the generator's whole run,
+# connection set-up included (idle%: capacity neither the server nor the
+# generator used). After the medians, paired ratios: in every round
 # numafiber's req/s over each peer's of the same round and cell, and over
 # the best peer of that round, as median, lowest-highest and the rounds
 # numafiber was at or above (the rounds of one cell run minutes apart, so
