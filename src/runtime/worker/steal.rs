@@ -85,10 +85,13 @@ impl WorkerLocal {
                 break None;
             }
             // Sockets that became ready while we searched: their fibers go
-            // to the I/O ready queue, which the next pass (and then
-            // `next_local`) takes from; pinned ones go to their worker's
-            // pinned inbox, and during the shutdown drain to our own wake
-            // slot or ready queue.
+            // to the I/O ready queue, which the worker loop's `next_local`
+            // takes from; pinned ones go to their worker's pinned inbox,
+            // and during the shutdown drain to our own wake slot or ready
+            // queue. Either way the search ends without counting as one
+            // that found work: the budget stays as it is (reset to the
+            // full budget here, a server's searchers spun and yielded more
+            // per request; BENCHMARKS "Servers, part 12").
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
                 crate::runtime::io::poll_busy(shared, self.index);
