@@ -89,8 +89,8 @@ impl WorkerLocal {
             // takes from; pinned ones go to their worker's pinned inbox,
             // and during the shutdown drain to our own wake slot or ready
             // queue. Either way the search ends without counting as one
-            // that found work: the budget stays as it is (reset to the
-            // full budget here, a server's searchers spun and yielded more
+            // that found work: the budget stays as it is (a variant that
+            // reset it to the full budget here cost a server more user CPU
             // per request; BENCHMARKS "Servers, part 12").
             if polled.is_none_or(|p| now.duration_since(p) >= SPIN_POLL_EVERY) {
                 polled = Some(now);
