@@ -16,6 +16,26 @@ fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Context switches so far of this process's stall monitor thread (its
+/// name, as the kernel keeps it, is cut to 15 bytes), or `None` when there
+/// is none.
+fn monitor_switches() -> Option<u64> {
+    for e in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = e.ok()?.path();
+        if std::fs::read_to_string(dir.join("comm")).ok()?.trim() != "numafiber-monit" {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        let n = status
+            .lines()
+            .filter(|l| l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        return Some(n);
+    }
+    None
+}
+
 #[test]
 fn idle_runtime_uses_under_one_percent_of_a_core() {
     for policy in [Policy::RoundRobin, Policy::RandomSteal, Policy::Nlh] {
@@ -26,9 +46,16 @@ fn idle_runtime_uses_under_one_percent_of_a_core() {
         let _sleeper = rt.spawn(|| fiber::sleep(Duration::from_secs(600)));
         std::thread::sleep(Duration::from_millis(100));
         let before = cpu_time();
+        let monitor_before = monitor_switches().expect("the stall monitor runs by default");
         let window = Duration::from_secs(1);
         std::thread::sleep(window);
         let used = cpu_time() - before;
+        // The monitor parks once every worker has slept through one of its
+        // periods (12.5 ms by default): it would switch 80 times a second
+        // if it kept sampling.
+        let monitor_woke = monitor_switches().expect("the stall monitor runs by default") - monitor_before;
+        eprintln!("{policy:?}: the stall monitor switched {monitor_woke} times in {window:?}");
+        assert!(monitor_woke <= 2, "{policy:?}: the stall monitor of an idle runtime switched {monitor_woke} times in {window:?}");
         eprintln!("{policy:?}: idle runtime used {used:?} of CPU in {window:?}");
         assert!(used < window / 100, "{policy:?}: idle runtime used {used:?} in {window:?} (>= 1 % of a core)");
         rt.shutdown();

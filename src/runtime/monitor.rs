@@ -22,9 +22,16 @@
 //!
 //! # Idle
 //!
-//! When every worker is asleep the monitor parks without a timeout worth
-//! mentioning (one wake-up a minute); a worker that leaves its sleep
-//! unparks it (`MonitorShared::worker_woke`, a load on that path only).
+//! When every worker is asleep at two samples in a row and no fiber was
+//! resumed between them (the workers' `resumes` counters are unchanged),
+//! the monitor parks without a timeout worth mentioning (one wake-up a
+//! minute); a worker that leaves its sleep unparks it
+//! (`MonitorShared::worker_woke`, a load on that path only, and a futex
+//! wake when the monitor is parked). The quiet period first keeps a runtime
+//! that idles between requests (a server with one connection: every worker
+//! asleep most of the time, woken thousands of times a second) from paying
+//! that futex wake on a worker's way back to its fibers; a runtime that
+//! stays idle still parks its monitor within two periods.
 //! The handshake: the monitor stores `parked = true` and then reads
 //! `Idle::num_sleeping`; a worker leaves the sleepers (`num_sleeping`
 //! decremented) and then reads `parked`; all four `SeqCst`, so one of the
@@ -262,13 +269,19 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
     let threshold_ms = threshold.as_millis().max(1) as u64;
     let mut last: Vec<Sample> = Vec::new();
     let mut last_polls = 0u64;
+    // The workers' resume count when the last sample found every worker
+    // asleep (module docs, "Idle").
+    let mut asleep_at: Option<u64> = None;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.is_shutting_down() {
             return;
         }
         let n = shared.workers.len();
-        if shared.idle.num_sleeping() == n {
+        let all_asleep = shared.idle.num_sleeping() == n;
+        let resumes = if all_asleep { total_resumes(&shared) } else { 0 };
+        if all_asleep && asleep_at == Some(resumes) {
+            asleep_at = None;
             let mon = &shared.insight.monitor;
             mon.parked.store(true, SeqCst);
             let idle = shared.idle.num_sleeping() == n && !shared.is_shutting_down();
@@ -284,6 +297,7 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
             }
             continue;
         }
+        asleep_at = all_asleep.then_some(resumes);
         let now = shared.insight.tick();
         last.resize(n, Sample::default());
         let reports = sample(&shared, &mut last, now, threshold_ms, threshold);
@@ -295,6 +309,11 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
         // A park, so that shutdown's unpark ends the wait at once.
         std::thread::park_timeout(period);
     }
+}
+
+/// Fibers resumed so far by all workers of `shared`.
+fn total_resumes(shared: &Shared) -> u64 {
+    shared.workers.iter().map(|w| w.counters.resumes.load(Relaxed)).fold(0, u64::wrapping_add)
 }
 
 /// Sockets nobody polls: a driver that left with the one fiber its poll
