@@ -27,7 +27,7 @@
 //! the monitor parks without a timeout worth mentioning (one wake-up a
 //! minute); a worker that leaves its sleep unparks it
 //! (`MonitorShared::worker_woke`, a load on that path only, and a futex
-//! wake when the monitor is parked). The quiet period first keeps a runtime
+//! wake when the monitor is parked). The quiet period keeps a runtime
 //! that idles between requests (a server with one connection: every worker
 //! asleep most of the time, woken thousands of times a second) from paying
 //! that futex wake on a worker's way back to its fibers; a runtime that
