@@ -278,9 +278,9 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
             return;
         }
         let n = shared.workers.len();
-        let all_asleep = shared.idle.num_sleeping() == n;
-        let resumes = if all_asleep { total_resumes(&shared) } else { 0 };
-        if all_asleep && asleep_at == Some(resumes) {
+        // Every worker asleep: the resume count now.
+        let quiet = (shared.idle.num_sleeping() == n).then(|| total_resumes(&shared));
+        if quiet.is_some() && quiet == asleep_at {
             asleep_at = None;
             let mon = &shared.insight.monitor;
             mon.parked.store(true, SeqCst);
@@ -297,7 +297,7 @@ fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
             }
             continue;
         }
-        asleep_at = all_asleep.then_some(resumes);
+        asleep_at = quiet;
         let now = shared.insight.tick();
         last.resize(n, Sample::default());
         let reports = sample(&shared, &mut last, now, threshold_ms, threshold);
