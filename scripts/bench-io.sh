@@ -25,6 +25,9 @@
 # numafiber was at or above (the rounds of one cell run minutes apart, so
 # the machine's drift between rounds cancels in a pair; a ratio of
 # medians, and above all one against the best of five medians, does not).
+# Last, the same paired figure for every server against the best of the
+# others, which tells which server leads a cell, and how far below 1
+# servers of about equal speed come out against the best of the rest.
 # With SYSCALLS=1
 # (default) one extra short run per server at SYSCALL_CONNS connections
 # under `strace -c -f` gives system calls and recv-type calls per request
@@ -369,6 +372,46 @@ if [ "$ROUNDS" -gt 1 ]; then
             for (i = 1; i <= nr; i++) if (((rounds[i], cell, "numafiber") in r) && ((rounds[i], cell) in best))
                 s = s " " r[rounds[i], cell, "numafiber"] / best[rounds[i], cell]
             if (np > 1) row(f[1], f[2], "best", s)
+        }
+    }' "$RES" | sort -s -k1,1r -k2,2n
+fi
+if [ "$ROUNDS" -gt 1 ]; then
+    echo
+    echo "Each server against the best of the others, paired: the median over rounds of its req/s / the best other server's of the same round"
+    echo "(numafiber_pinned and numafiber_base left out). Servers of equal speed each come out below 1 here: the best of several noisy rounds lies above a typical one."
+    awk -F'\t' '
+    function med(s,   n, i, j, t, a) {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $5 ~ /^[0-9]+$/ && $5 > 0 && $4 !~ /^numafiber_/ {
+        cell = $2 SUBSEP $3
+        if (!(cell in seen)) { seen[cell] = 1; cells[++nc] = cell }
+        if (!((cell, $4) in sseen)) { sseen[cell, $4] = 1; srv[cell] = srv[cell] " " $4 }
+        if (!($1 in rseen)) { rseen[$1] = 1; rounds[++nr] = $1 }
+        r[$1, cell, $4] = $5 + 0
+    }
+    END {
+        for (c = 1; c <= nc; c++) {
+            cell = cells[c]; split(cell, f, SUBSEP)
+            ns = split(srv[cell], sl, " ")
+            if (ns < 2) continue
+            line = ""; topv = 0; top = ""
+            for (x = 1; x <= ns; x++) {
+                s = ""
+                for (i = 1; i <= nr; i++) {
+                    if (!((rounds[i], cell, sl[x]) in r)) continue
+                    b = 0
+                    for (y = 1; y <= ns; y++) if (y != x && ((rounds[i], cell, sl[y]) in r) && r[rounds[i], cell, sl[y]] > b) b = r[rounds[i], cell, sl[y]]
+                    if (b > 0) s = s " " r[rounds[i], cell, sl[x]] / b
+                }
+                if (s == "") continue
+                v = med(s)
+                line = line sprintf("  %s %.2f", sl[x], v)
+                if (v > topv) { topv = v; top = sl[x] }
+            }
+            printf "%-4s %6s  top: %-12s|%s\n", f[1], f[2], top, line
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
 fi

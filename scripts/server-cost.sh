@@ -4,7 +4,8 @@
 # (/proc/PID/stat over the run), and, where `perf` can attach, context
 # switches and system calls per request; or, with MODE=callgrind, the
 # server's user-space instructions per request (callgrind, which does not
-# move with the machine's load). The generator is the Go echo generator
+# move with the machine's load); or, with MODE=split, where the time of
+# one round trip goes (below). The generator is the Go echo generator
 # (peers/go/echoload, 64-byte messages), or wrk with KIND=http.
 #
 # With SIDES=1 the other end is measured too, because on a shared machine
@@ -19,11 +20,22 @@
 #   scripts/server-cost.sh 1000 4 target/release/examples/io_peers tokio-echo 127.0.0.1:@PORT@ 2
 #   KIND=http SIDES=1 scripts/server-cost.sh 64 5 target/release/examples/http_hello 127.0.0.1:@PORT@ 2
 #   MODE=callgrind scripts/server-cost.sh 64 6 target/release/examples/echo_server 127.0.0.1:@PORT@ 1
+#   MODE=split KIND=http scripts/server-cost.sh 1 4 target/release/examples/http_hello 127.0.0.1:@PORT@ 2
 #   PERF=0 scripts/server-cost.sh ...       # no perf attached (it costs the server a little per syscall)
 #
 # The server must print a line containing "listening" once it accepts.
 # Callgrind mode divides the server's whole instruction count by the
 # generator's requests (start-up included: under 1 % of a 6 s run).
+# Split mode (x86_64, perf with tracepoints, python3; meant for CONNS=1)
+# records the server's system calls for 1 s (`raw_syscalls`) and then the
+# machine's scheduler for 0.5 s (`sched_waking`, `sched_switch`), and
+# prints per request of the server's busiest thread the time spent inside
+# epoll_wait, the receive and send calls and in user space between
+# calls, and the service time (epoll_wait's return to the next send);
+# then, per woken thread (server, generator), how long a wake-up took
+# from `sched_waking` to running, woken from another CPU or from its own.
+# Both recordings slow the server a little; the split is what they are
+# for, not the rate.
 # Loopback only; the server is killed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +44,13 @@ cd "$(dirname "$0")/.."
 conns=$1 secs=$2; shift 2
 case "$conns$secs" in *[!0-9]*) echo "server-cost: CONNS and SECS must be integers" >&2; exit 2;; esac
 MODE=${MODE:-cpu}
+case "$MODE" in cpu|callgrind|split) ;; *) echo "server-cost: MODE must be cpu, callgrind or split, got $MODE" >&2; exit 2;; esac
+if [ "$MODE" = split ]; then
+    [ "$(uname -m)" = x86_64 ] || { echo "server-cost: MODE=split reads x86_64 system call numbers; this is $(uname -m)" >&2; exit 1; }
+    command -v perf > /dev/null 2>&1 || { echo "server-cost: MODE=split needs perf (Debian: linux-perf)" >&2; exit 1; }
+    command -v python3 > /dev/null 2>&1 || { echo "server-cost: MODE=split needs python3" >&2; exit 1; }
+    [ "$secs" -ge 3 ] || { echo "server-cost: MODE=split records 1.5 s after a 1 s start: SECS must be at least 3" >&2; exit 2; }
+fi
 # perf attached to the server (and, with SIDES=1, to the generator).
 HAVE_PERF=0
 [ "${PERF:-1}" != 0 ] && command -v perf > /dev/null 2>&1 && HAVE_PERF=1
@@ -87,6 +106,94 @@ if [ "$MODE" = callgrind ]; then
 fi
 
 gen 1 > /dev/null # warm-up: connections made and torn down once
+
+if [ "$MODE" = split ]; then
+    gen "$secs" > "$tmp/gen.out" &
+    GEN=$!
+    sleep 1
+    perf record -q -e raw_syscalls:sys_enter,raw_syscalls:sys_exit -p "$SERVER" -o "$tmp/sys.data" -- sleep 1 2> /dev/null
+    perf record -q -a -e sched:sched_waking,sched:sched_switch -o "$tmp/sch.data" -- sleep 0.5 2> /dev/null
+    wait "$GEN"
+    grep "requests/s" "$tmp/gen.out" | tail -1
+    perf script -i "$tmp/sys.data" -F tid,time,event,trace > "$tmp/sys.txt" 2> /dev/null
+    perf script -i "$tmp/sch.data" -F comm,tid,cpu,time,event,trace > "$tmp/sch.txt" 2> /dev/null
+    [ -s "$tmp/sys.txt" ] && [ -s "$tmp/sch.txt" ] || { echo "server-cost: perf recorded nothing (tracepoints need perf_event_paranoid <= 1 or root)" >&2; exit 1; }
+    python3 - "$tmp/sys.txt" "$tmp/sch.txt" "$SERVER" <<'EOF'
+import re, sys
+from collections import Counter
+sysf, schf, server = sys.argv[1], sys.argv[2], sys.argv[3]
+# x86_64 numbers: epoll_wait, epoll_pwait; read, recvfrom, recvmsg, readv; write, sendto, sendmsg, writev
+WAIT, RECV, SEND = {232, 281}, {0, 45, 47, 19}, {1, 44, 46, 20}
+ev = []
+for line in open(sysf):
+    p = line.split()
+    if len(p) >= 5 and p[2].startswith("raw_syscalls:"):
+        ev.append((float(p[1].rstrip(":")) * 1e6, p[0], p[2].endswith("sys_enter:"), int(p[4])))
+if not ev:
+    sys.exit("server-cost: no system calls recorded")
+tid = Counter(e[1] for e in ev).most_common(1)[0][0]
+ev = [e for e in ev if e[1] == tid]
+span = ev[-1][0] - ev[0][0]
+inside, calls, user, svc = Counter(), Counter(), 0.0, []
+last_exit = enter = woke = None
+for t, _, is_enter, nr in ev:
+    if is_enter:
+        if last_exit is not None:
+            user += t - last_exit
+        enter = (t, nr)
+        if nr in SEND and woke is not None:
+            svc.append(t - woke)
+            woke = None
+    else:
+        if enter is not None and enter[1] == nr:
+            k = "wait" if nr in WAIT else "recv" if nr in RECV else "send" if nr in SEND else "other"
+            inside[k] += t - enter[0]
+            calls[k] += 1
+            if nr in WAIT:
+                woke = t
+        last_exit = t
+n = calls["send"]
+if n == 0:
+    sys.exit("server-cost: the busiest server thread made no send")
+print(f"server thread {tid}: {n} sends in {span / 1e6:.2f} s, one per {span / n:.1f} us")
+for k in ("wait", "recv", "send", "other"):
+    print(f"  in {k:5s} calls: {inside[k] / n:6.1f} us per request ({calls[k] / n:.2f} calls)")
+print(f"  in user space:   {user / n:6.1f} us per request")
+if svc:
+    svc.sort()
+    print(f"  service, epoll_wait's return to the next send: p50 {svc[len(svc) // 2]:.1f} us, p90 {svc[9 * len(svc) // 10]:.1f} us")
+# Wake-ups: sched_waking (on the waker's CPU) to sched_switch in (on the wakee's).
+pat = re.compile(r"\s*(.+?)\s+(\d+) \[(\d+)\] ([\d.]+): sched:(\w+): (.*)")
+pend, lat = {}, {}
+server_tids = set()
+try:
+    import os
+    server_tids = set(os.listdir(f"/proc/{server}/task"))
+except OSError:
+    pass
+for line in open(schf):
+    m = pat.match(line)
+    if not m:
+        continue
+    comm, _, cpu, t, what, rest = m.groups()
+    t = float(t) * 1e6
+    if what == "sched_waking":
+        w = re.search(r"comm=(.+?) pid=(\d+)", rest)
+        pend.setdefault(w.group(2), (t, w.group(1), int(cpu)))
+    elif what == "sched_switch":
+        w = re.search(r"next_comm=(.+?) next_pid=(\d+)", rest)
+        if w and w.group(2) in pend:
+            t0, name, wcpu = pend.pop(w.group(2))
+            who = "server" if w.group(2) in server_tids else name
+            lat.setdefault((who, "from another CPU" if wcpu != int(cpu) else "on its own CPU"), []).append(t - t0)
+print("wake-ups in 0.5 s (sched_waking to running), threads woken 100 times or more:")
+for (who, where), x in sorted(lat.items(), key=lambda kv: -len(kv[1])):
+    if len(x) >= 100:
+        x.sort()
+        print(f"  {who:16s} {where:17s} {len(x):6d}  p50 {x[len(x) // 2]:5.1f} us  p90 {x[9 * len(x) // 10]:5.1f} us  mean {sum(x) / len(x):5.1f} us")
+EOF
+    exit
+fi
 ticks() { awk '{ print $14, $15 }' "/proc/$SERVER/stat"; }
 read -r u0 s0 < <(ticks)
 PERF_PID=0
