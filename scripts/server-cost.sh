@@ -26,16 +26,17 @@
 # The server must print a line containing "listening" once it accepts.
 # Callgrind mode divides the server's whole instruction count by the
 # generator's requests (start-up included: under 1 % of a 6 s run).
-# Split mode (x86_64, perf with tracepoints, python3; meant for CONNS=1)
-# records the server's system calls for 1 s (`raw_syscalls`) and then the
-# machine's scheduler for 0.5 s (`sched_waking`, `sched_switch`), and
-# prints per request of the server's busiest thread the time spent inside
-# epoll_wait, the receive and send calls and in user space between
-# calls, and the service time (epoll_wait's return to the next send);
-# then, per woken thread (server, generator), how long a wake-up took
-# from `sched_waking` to running, woken from another CPU or from its own.
-# Both recordings slow the server a little; the split is what they are
-# for, not the rate.
+# Split mode (x86_64, perf with tracepoints, python3; meant for CONNS=1,
+# SECS of 4 or more) records the server's system calls for 1 s
+# (`raw_syscalls`) and then the machine's scheduler for 0.5 s
+# (`sched_waking`, `sched_switch`). For each server thread that made a
+# tenth of the sends or more it prints, per request, the time inside
+# epoll_wait, the receive calls and the send calls, the time between calls
+# (user space, or waiting for a CPU), and the service time (epoll_wait's
+# return to the next send); then, per woken thread (server, generator), how
+# long a wake-up took from `sched_waking` to running, woken from another
+# CPU or on its own. Both recordings slow the server a little; the split
+# is what they are for, not the rate.
 # Loopback only; the server is killed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -49,7 +50,7 @@ if [ "$MODE" = split ]; then
     [ "$(uname -m)" = x86_64 ] || { echo "server-cost: MODE=split reads x86_64 system call numbers; this is $(uname -m)" >&2; exit 1; }
     command -v perf > /dev/null 2>&1 || { echo "server-cost: MODE=split needs perf (Debian: linux-perf)" >&2; exit 1; }
     command -v python3 > /dev/null 2>&1 || { echo "server-cost: MODE=split needs python3" >&2; exit 1; }
-    [ "$secs" -ge 3 ] || { echo "server-cost: MODE=split records 1.5 s after a 1 s start: SECS must be at least 3" >&2; exit 2; }
+    [ "$secs" -ge 4 ] || { echo "server-cost: MODE=split records from 1 s into the run for 1.5 s, plus perf's own start-up: SECS must be at least 4" >&2; exit 2; }
 fi
 # perf attached to the server (and, with SIDES=1, to the generator).
 HAVE_PERF=0
@@ -119,7 +120,7 @@ if [ "$MODE" = split ]; then
     perf script -i "$tmp/sch.data" -F comm,tid,cpu,time,event,trace > "$tmp/sch.txt" 2> /dev/null
     [ -s "$tmp/sys.txt" ] && [ -s "$tmp/sch.txt" ] || { echo "server-cost: perf recorded nothing (tracepoints need perf_event_paranoid <= 1 or root)" >&2; exit 1; }
     python3 - "$tmp/sys.txt" "$tmp/sch.txt" "$SERVER" <<'EOF'
-import re, sys
+import os, re, sys
 from collections import Counter
 sysf, schf, server = sys.argv[1], sys.argv[2], sys.argv[3]
 # x86_64 numbers: epoll_wait, epoll_pwait; read, recvfrom, recvmsg, readv; write, sendto, sendmsg, writev
@@ -131,46 +132,49 @@ for line in open(sysf):
         ev.append((float(p[1].rstrip(":")) * 1e6, p[0], p[2].endswith("sys_enter:"), int(p[4])))
 if not ev:
     sys.exit("server-cost: no system calls recorded")
-tid = Counter(e[1] for e in ev).most_common(1)[0][0]
-ev = [e for e in ev if e[1] == tid]
-span = ev[-1][0] - ev[0][0]
-inside, calls, user, svc = Counter(), Counter(), 0.0, []
-last_exit = enter = woke = None
-for t, _, is_enter, nr in ev:
-    if is_enter:
-        if last_exit is not None:
-            user += t - last_exit
-        enter = (t, nr)
-        if nr in SEND and woke is not None:
-            svc.append(t - woke)
-            woke = None
-    else:
-        if enter is not None and enter[1] == nr:
-            k = "wait" if nr in WAIT else "recv" if nr in RECV else "send" if nr in SEND else "other"
-            inside[k] += t - enter[0]
-            calls[k] += 1
-            if nr in WAIT:
-                woke = t
-        last_exit = t
-n = calls["send"]
-if n == 0:
-    sys.exit("server-cost: the busiest server thread made no send")
-print(f"server thread {tid}: {n} sends in {span / 1e6:.2f} s, one per {span / n:.1f} us")
-for k in ("wait", "recv", "send", "other"):
-    print(f"  in {k:5s} calls: {inside[k] / n:6.1f} us per request ({calls[k] / n:.2f} calls)")
-print(f"  in user space:   {user / n:6.1f} us per request")
-if svc:
-    svc.sort()
-    print(f"  service, epoll_wait's return to the next send: p50 {svc[len(svc) // 2]:.1f} us, p90 {svc[9 * len(svc) // 10]:.1f} us")
+sends = Counter(e[1] for e in ev if e[2] and e[3] in SEND)
+if not sends:
+    sys.exit("server-cost: the server made no send")
+total = sum(sends.values())
+# Each server thread that made at least a tenth of the sends (the driver of
+# a runtime's reactor can move from one worker to another).
+for tid, n in sends.most_common():
+    if n * 10 < total:
+        break
+    tev = [e for e in ev if e[1] == tid]
+    span = tev[-1][0] - tev[0][0]
+    inside, calls, user, svc = Counter(), Counter(), 0.0, []
+    last_exit = enter = woke = None
+    for t, _, is_enter, nr in tev:
+        if is_enter:
+            if last_exit is not None:
+                user += t - last_exit
+            enter = (t, nr)
+            if nr in SEND and woke is not None:
+                svc.append(t - woke)
+                woke = None
+        else:
+            if enter is not None and enter[1] == nr:
+                k = "wait" if nr in WAIT else "recv" if nr in RECV else "send" if nr in SEND else "other"
+                inside[k] += t - enter[0]
+                calls[k] += 1
+                if nr in WAIT:
+                    woke = t
+            last_exit = t
+    print(f"server thread {tid}: {n} of the {total} sends in {span / 1e6:.2f} s, one per {span / n:.1f} us")
+    for k in ("wait", "recv", "send", "other"):
+        print(f"  in {k:5s} calls: {inside[k] / n:6.1f} us per request ({calls[k] / n:.2f} calls)")
+    print(f"  between calls:   {user / n:6.1f} us per request (user space, or waiting for a CPU)")
+    if svc:
+        svc.sort()
+        print(f"  service, epoll_wait's return to the next send: p50 {svc[len(svc) // 2]:.1f} us, p90 {svc[9 * len(svc) // 10]:.1f} us")
 # Wake-ups: sched_waking (on the waker's CPU) to sched_switch in (on the wakee's).
 pat = re.compile(r"\s*(.+?)\s+(\d+) \[(\d+)\] ([\d.]+): sched:(\w+): (.*)")
 pend, lat = {}, {}
-server_tids = set()
 try:
-    import os
     server_tids = set(os.listdir(f"/proc/{server}/task"))
 except OSError:
-    pass
+    server_tids = set()
 for line in open(schf):
     m = pat.match(line)
     if not m:
@@ -179,7 +183,8 @@ for line in open(schf):
     t = float(t) * 1e6
     if what == "sched_waking":
         w = re.search(r"comm=(.+?) pid=(\d+)", rest)
-        pend.setdefault(w.group(2), (t, w.group(1), int(cpu)))
+        if w:
+            pend.setdefault(w.group(2), (t, w.group(1), int(cpu)))
     elif what == "sched_switch":
         w = re.search(r"next_comm=(.+?) next_pid=(\d+)", rest)
         if w and w.group(2) in pend:
@@ -187,6 +192,8 @@ for line in open(schf):
             who = "server" if w.group(2) in server_tids else name
             lat.setdefault((who, "from another CPU" if wcpu != int(cpu) else "on its own CPU"), []).append(t - t0)
 print("wake-ups in 0.5 s (sched_waking to running), threads woken 100 times or more:")
+if all(len(x) < 100 for x in lat.values()):
+    print("  none: the generator had stopped before the recording (give a longer SECS), or perf lost the events")
 for (who, where), x in sorted(lat.items(), key=lambda kv: -len(kv[1])):
     if len(x) >= 100:
         x.sort()
