@@ -27,7 +27,8 @@
 # medians, and above all one against the best of five medians, does not).
 # Last, the same paired figure for every server against the best of the
 # others, which tells which server leads a cell, and how far below 1
-# servers of about equal speed come out against the best of the rest.
+# servers of about equal speed (three or more) come out against the best
+# of the rest.
 # With SYSCALLS=1
 # (default) one extra short run per server at SYSCALL_CONNS connections
 # under `strace -c -f` gives system calls and recv-type calls per request
@@ -374,11 +375,9 @@ if [ "$ROUNDS" -gt 1 ]; then
             if (np > 1) row(f[1], f[2], "best", s)
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
-fi
-if [ "$ROUNDS" -gt 1 ]; then
     echo
     echo "Each server against the best of the others, paired: the median over rounds of its req/s / the best other server's of the same round"
-    echo "(numafiber_pinned and numafiber_base left out). Servers of equal speed each come out below 1 here: the best of several noisy rounds lies above a typical one."
+    echo "(numafiber_pinned and numafiber_base left out). Among three or more servers of about equal speed each comes out below 1: the best of several noisy rounds lies above a typical one."
     awk -F'\t' '
     function med(s,   n, i, j, t, a) {
         n = split(s, a, " ")
