@@ -68,7 +68,7 @@ impl IdleSet {
         let _ = self.workers.0[i].thread.set(t);
     }
     /// `Worker::park_idle`: `Idle::sleep` with the worker's closures.
-    pub fn sleep(&self, i: usize, has_work: impl FnOnce() -> bool, park: impl FnMut() -> bool) {
+    pub fn sleep(&self, i: usize, has_work: impl FnOnce() -> bool, park: impl FnMut() -> bool) -> bool {
         self.idle.sleep(&self.workers.0[i].sleeper, has_work, park)
     }
     /// `Shared::notify_worker`.

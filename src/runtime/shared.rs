@@ -70,6 +70,8 @@ pub(crate) struct Counters {
     pub(crate) failed_steals: AtomicU64,
     pub(crate) stolen_fibers: AtomicU64,
     pub(crate) parks: AtomicU64,
+    /// Sleeps of this worker that another thread ended (`WorkerStats::woken`).
+    pub(crate) woken: AtomicU64,
     pub(crate) stacks_mapped: AtomicU64,
     /// Joins on this worker that ran their unstarted child at once
     /// (`fiber::reclaim`).
@@ -584,7 +586,7 @@ impl Shared {
         if let Some(prev) = self.workers[w.index].held.put(task) {
             self.send_on(prev);
         }
-        self.notify_idle();
+        self.notify_spawned();
     }
 
     /// A held-back child goes to the inbox of the worker placement chose
@@ -759,7 +761,8 @@ impl Shared {
     /// computes on before it joins (`spawn(f); g(); join`): the searcher
     /// takes the entry once it has sat in the slot for `SLOT_GRACE`, while
     /// spawn + join at once still runs the child here (the searcher leaves
-    /// a fresh entry alone). Without this wake a lone child waited for the
+    /// a fresh entry alone, and searches long enough to see one ripen:
+    /// `notify_spawned`). Without this wake a lone child waited for the
     /// whole rest of the spawner's slice while the other workers slept
     /// ("Why a lone spawned entry wakes a sleeper", `runtime/README.md`).
     #[inline]
@@ -771,7 +774,7 @@ impl Shared {
             w.batch_spawned(task);
         }
         ws.note_own_push(w);
-        self.notify_idle();
+        self.notify_spawned();
     }
 
     /// Choose the worker for a new fiber of spawner `me` (a worker of this
@@ -809,6 +812,16 @@ impl Shared {
     #[inline]
     pub(crate) fn notify_idle(&self) {
         self.idle.notify_idle(&*self.workers, self.sched.steals());
+    }
+
+    /// A spawned fiber went into the caller's wake slot (or its spawn
+    /// batch behind the slot) or held-child slot: as [`Shared::notify_idle`],
+    /// and the worker woken searches for at least `SPAWN_SEARCH`, long
+    /// enough to see a slot entry ripen ("Why a lone spawned entry wakes a
+    /// sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn notify_spawned(&self) {
+        self.idle.notify_spawned(&*self.workers, self.sched.steals());
     }
 
     /// Wake every worker (shutdown).

@@ -32,6 +32,27 @@ pub struct WorkerStats {
     pub stolen_fibers: u64,
     /// Times a fiber parked on this worker.
     pub parks: u64,
+    /// Times this worker, asleep for want of work, was woken by another
+    /// thread that made work visible (each a futex wake or an interrupted
+    /// `epoll_wait`, paid by the waker; a wake-up that finds nothing to
+    /// do is wasted). Sleeps that ended by their own timeout (a due timer,
+    /// a watching park) are not counted.
+    ///
+    /// ```
+    /// use numafiber::{fiber, Runtime};
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// rt.block_on(|| {
+    ///     for i in 0..1000 {
+    ///         assert_eq!(fiber::spawn(move || i).join().unwrap(), i);
+    ///     }
+    /// });
+    /// // Spawn + join at once needs no second worker; a spawn wakes a
+    /// // sleeping one (it may be wanted), and that one then searches for
+    /// // a while instead of being woken again by every spawn.
+    /// let woken: u64 = rt.stats().workers.iter().map(|w| w.woken).sum();
+    /// println!("{woken} wake-ups for 1,000 spawns");
+    /// ```
+    pub woken: u64,
     /// Stacks this worker mapped (fresh `mmap`s, not pool hits).
     pub stacks_mapped: u64,
     /// Joins by a fiber on this worker that ran their own child at once
@@ -161,6 +182,7 @@ impl Stats {
                     failed_steals: c.failed_steals.load(Relaxed),
                     stolen_fibers: c.stolen_fibers.load(Relaxed),
                     parks: c.parks.load(Relaxed),
+                    woken: c.woken.load(Relaxed),
                     stacks_mapped: c.stacks_mapped.load(Relaxed),
                     reclaimed: c.reclaimed.load(Relaxed),
                     tasks_reused: c.tasks_reused.load(Relaxed),

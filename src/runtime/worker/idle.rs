@@ -15,11 +15,26 @@ use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
 #[derive(Debug)]
 pub(crate) struct Sleeper {
     sleeping: AtomicBool,
+    /// Set by the waker that claimed this worker for a spawned fiber in a
+    /// slot ([`Idle::notify_spawned`]), read and cleared by the worker's
+    /// next search. A hint, not part of the handshake.
+    for_spawn: AtomicBool,
 }
 
 impl Sleeper {
     pub(crate) fn new() -> Sleeper {
-        Sleeper { sleeping: AtomicBool::new(false) }
+        Sleeper { sleeping: AtomicBool::new(false), for_spawn: AtomicBool::new(false) }
+    }
+
+    /// Owner only: whether the waker that last claimed us did so for a
+    /// spawned fiber in a slot, clearing the mark.
+    #[inline]
+    pub(crate) fn take_spawn_wake(&self) -> bool {
+        let set = self.for_spawn.load(Relaxed);
+        if set {
+            self.for_spawn.store(false, Relaxed);
+        }
+        set
     }
 
     /// Announced and neither claimed nor withdrawn (deadlock detector).
@@ -133,26 +148,30 @@ impl Idle {
     /// re-check for work with `has_work`; found: withdraw and return.
     /// Otherwise call `park` until it returns `false` (stop waiting: timer
     /// due, shutdown) or a waker has claimed `me`; unclaimed, withdraw.
-    pub(crate) fn sleep(&self, me: &Sleeper, has_work: impl FnOnce() -> bool, mut park: impl FnMut() -> bool) {
+    /// Returns whether a waker claimed `me` (`WorkerStats::woken`).
+    pub(crate) fn sleep(&self, me: &Sleeper, has_work: impl FnOnce() -> bool, mut park: impl FnMut() -> bool) -> bool {
         me.sleeping.store(true, SeqCst);
         self.num_sleeping.fetch_add(1, SeqCst);
         fence(SeqCst);
         if has_work() {
-            self.withdraw(me);
-            return;
+            return !self.withdraw(me);
         }
         while park() {
             if !me.sleeping.load(SeqCst) {
-                return; // claimed and woken by someone who made work visible
+                return true; // claimed and woken by someone who made work visible
             }
         }
-        self.withdraw(me);
+        !self.withdraw(me)
     }
 
-    /// Take back our own announcement unless a waker claimed it first.
-    pub(crate) fn withdraw(&self, me: &Sleeper) {
+    /// Take back our own announcement unless a waker claimed it first;
+    /// returns whether we took it back.
+    pub(crate) fn withdraw(&self, me: &Sleeper) -> bool {
         if me.sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
             self.num_sleeping.fetch_sub(1, SeqCst);
+            true
+        } else {
+            false
         }
     }
 
@@ -179,7 +198,24 @@ impl Idle {
         }
     }
 
+    /// Waker side: a spawned fiber went into the caller's wake slot or
+    /// held-child slot, where a thief takes it only once it has sat there
+    /// for the grace period. As [`Idle::notify_idle`], and the sleeper
+    /// woken is marked ([`Sleeper::take_spawn_wake`]) so that its search
+    /// lasts long enough to see the entry ripen: a search of one pass would
+    /// always come too early, and each spawn would wake it again.
+    #[inline]
+    pub(crate) fn notify_spawned<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
+        if steals && self.num_sleeping.load(Relaxed) != 0 {
+            self.wake_one(ws, true);
+        }
+    }
+
     fn notify_idle_after_fence<S: Sleepers + ?Sized>(&self, ws: &S) {
+        self.wake_one(ws, false);
+    }
+
+    fn wake_one<S: Sleepers + ?Sized>(&self, ws: &S, for_spawn: bool) {
         if self.num_searching.load(Relaxed) != 0 || self.num_sleeping.load(Relaxed) == 0 {
             return;
         }
@@ -187,7 +223,7 @@ impl Idle {
         let start = self.wake_rr.fetch_add(1, Relaxed);
         for i in 0..n {
             let t = (start + i) % n;
-            if ws.sleeper(t).sleeping.load(Relaxed) && self.claim(ws, t) {
+            if ws.sleeper(t).sleeping.load(Relaxed) && self.claim_marked(ws, t, for_spawn) {
                 return;
             }
         }
@@ -195,8 +231,19 @@ impl Idle {
 
     /// Claim sleeping worker `t` and unpark it. Returns whether we did.
     pub(crate) fn claim<S: Sleepers + ?Sized>(&self, ws: &S, t: usize) -> bool {
-        if ws.sleeper(t).sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+        self.claim_marked(ws, t, false)
+    }
+
+    /// [`Idle::claim`], marking the claim as one for a spawned fiber (the
+    /// mark is stored before the unpark, which the woken worker's search
+    /// follows).
+    fn claim_marked<S: Sleepers + ?Sized>(&self, ws: &S, t: usize, for_spawn: bool) -> bool {
+        let sl = ws.sleeper(t);
+        if sl.sleeping.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
             self.num_sleeping.fetch_sub(1, SeqCst);
+            if for_spawn {
+                sl.for_spawn.store(true, Relaxed);
+            }
             ws.unpark(t);
             true
         } else {

@@ -90,6 +90,12 @@ const SPIN_PAUSES_MAX: u32 = 256;
 /// How long a wake-slot entry must sit unchanged before a thief may take it
 /// (Go's `runnext` waits about 3 us).
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_micros(5);
+/// The shortest search of a worker woken for a spawned fiber in a slot
+/// (`Idle::notify_spawned`): twice `SLOT_GRACE`, so that an entry its
+/// spawner does not run at once ripens within the search. Shorter, every
+/// spawn of a spawn + join loop woke the sleeper anew (a futex wake each)
+/// for one pass that could not take the fresh entry.
+const SPAWN_SEARCH: std::time::Duration = std::time::Duration::from_micros(10);
 /// First timeout of a *watching* park: an idle worker that parks while
 /// another worker is still running sleeps at most this long before it looks
 /// at the other workers' wake slots again (`park_idle`; protocol:

@@ -11,6 +11,7 @@
 use std::sync::atomic::Ordering::*;
 use std::time::Instant;
 
+use crate::runtime::shared::Counters;
 use crate::runtime::task::stack::budget;
 
 use super::{WorkerLocal, WATCH_MAX};
@@ -40,7 +41,7 @@ impl WorkerLocal {
         if watch_until.is_some() {
             shared.idle.set_watching(true);
         }
-        shared.idle.sleep(
+        let claimed = shared.idle.sleep(
             &me.sleeper,
             || self.has_visible_work() || shared.shutdown.load(SeqCst),
             || {
@@ -60,6 +61,9 @@ impl WorkerLocal {
         );
         if watch_until.is_some() {
             shared.idle.set_watching(false);
+        }
+        if claimed {
+            Counters::bump(&me.counters.woken, 1);
         }
         // The stall monitor parks while every worker sleeps.
         shared.insight.monitor.worker_woke();

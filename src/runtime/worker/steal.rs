@@ -18,7 +18,7 @@ use crate::runtime::task::job::Runnable;
 use crate::runtime::task::{Task, TaskRef};
 
 use super::{
-    WorkerLocal, INBOX_GRACE, SLOT_GRACE, SPIN_BUDGET, SPIN_BUDGET_MIN, SPIN_PAUSES, SPIN_PAUSES_MAX,
+    WorkerLocal, INBOX_GRACE, SLOT_GRACE, SPAWN_SEARCH, SPIN_BUDGET, SPIN_BUDGET_MIN, SPIN_PAUSES, SPIN_PAUSES_MAX,
     SPIN_POLL_EVERY, WATCH_MIN,
 };
 
@@ -37,7 +37,10 @@ impl WorkerLocal {
         }
         self.set_busy(false);
         let others = shared.idle.begin_search();
-        let budget = self.spin_budget.get();
+        let stored = self.spin_budget.get();
+        // Woken for a spawned fiber in a slot: search until such an entry
+        // can ripen, whatever the adaptive budget says.
+        let budget = if self.me().sleeper.take_spawn_wake() { stored.max(SPAWN_SEARCH) } else { stored };
         let spin = 2 * others < shared.workers.len() && !budget.is_zero();
         // While fibers wait on sockets, the core goes to whoever wants it
         // between passes (`sched_yield`) instead of being held by spin
@@ -113,7 +116,7 @@ impl WorkerLocal {
         if found.is_some() {
             self.spin_budget.set(SPIN_BUDGET);
         } else if spun_out {
-            let half = budget / 2;
+            let half = stored / 2;
             self.spin_budget.set(if half < SPIN_BUDGET_MIN { std::time::Duration::ZERO } else { half });
         }
         if found.is_some() {
