@@ -37,10 +37,7 @@ impl WorkerLocal {
         }
         self.set_busy(false);
         let others = shared.idle.begin_search();
-        let stored = self.spin_budget.get();
-        // Woken for a spawned fiber in a slot: search until such an entry
-        // can ripen, whatever the adaptive budget says.
-        let budget = if self.me().sleeper.take_spawn_wake() { stored.max(SPAWN_SEARCH) } else { stored };
+        let (stored, budget) = self.search_budget();
         let spin = 2 * others < shared.workers.len() && !budget.is_zero();
         // While fibers wait on sockets, the core goes to whoever wants it
         // between passes (`sched_yield`) instead of being held by spin
@@ -129,6 +126,16 @@ impl WorkerLocal {
             }
         }
         found
+    }
+
+    /// The budget kept for this worker's searches (adaptive: "Cheap
+    /// wake-ups", `runtime/README.md`) and this search's: at least
+    /// `SPAWN_SEARCH` after a wake-up for a spawned fiber in a slot, so
+    /// that the search lasts until such an entry can ripen.
+    fn search_budget(&self) -> (std::time::Duration, std::time::Duration) {
+        let stored = self.spin_budget.get();
+        let budget = if self.me().sleeper.take_spawn_wake() { stored.max(SPAWN_SEARCH) } else { stored };
+        (stored, budget)
     }
 
     /// One pass over the policy's victims (a lazy walk: no allocation, no
