@@ -104,7 +104,7 @@ impl Idle {
     #[inline]
     pub(crate) fn notify_unwatched<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
         if steals && self.num_sleeping.load(Relaxed) != 0 && self.num_watching.load(Relaxed) == 0 {
-            self.notify_idle_after_fence(ws);
+            self.notify_idle_after_fence(ws, false);
         }
     }
 
@@ -183,7 +183,7 @@ impl Idle {
             return;
         }
         if steals {
-            self.notify_idle_after_fence(ws);
+            self.notify_idle_after_fence(ws, false);
         }
     }
 
@@ -194,7 +194,7 @@ impl Idle {
     #[inline]
     pub(crate) fn notify_idle<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
         if steals && self.num_sleeping.load(Relaxed) != 0 {
-            self.notify_idle_after_fence(ws);
+            self.notify_idle_after_fence(ws, false);
         }
     }
 
@@ -207,15 +207,13 @@ impl Idle {
     #[inline]
     pub(crate) fn notify_spawned<S: Sleepers + ?Sized>(&self, ws: &S, steals: bool) {
         if steals && self.num_sleeping.load(Relaxed) != 0 {
-            self.wake_one(ws, true);
+            self.notify_idle_after_fence(ws, true);
         }
     }
 
-    fn notify_idle_after_fence<S: Sleepers + ?Sized>(&self, ws: &S) {
-        self.wake_one(ws, false);
-    }
-
-    fn wake_one<S: Sleepers + ?Sized>(&self, ws: &S, for_spawn: bool) {
+    /// Wake one sleeper unless some worker searches; `for_spawn` marks the
+    /// claim ([`Idle::notify_spawned`]).
+    fn notify_idle_after_fence<S: Sleepers + ?Sized>(&self, ws: &S, for_spawn: bool) {
         if self.num_searching.load(Relaxed) != 0 || self.num_sleeping.load(Relaxed) == 0 {
             return;
         }
