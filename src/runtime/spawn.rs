@@ -329,7 +329,13 @@ const RECLAIM_INBOX_LIMIT: usize = 1024;
 /// (the child may have parked, or another worker may have started it
 /// first, and then our entry is surplus).
 ///
-/// If placement queued the child on this worker and other workers take
+/// If placement queued the child on this worker, the child is in this
+/// worker's wake slot and more children of this fiber wait in its spawn
+/// batch (the first join of a join loop), suspend with `Suspend::Behind`:
+/// this fiber is queued under them all and runs after them ("Run order",
+/// 7, in `runtime/README.md`).
+///
+/// Otherwise, if placement queued the child on this worker and other workers take
 /// work, take it back only if it is the next one this worker would start:
 /// still in the wake slot, or on top of the deque (no second entry), and
 /// no other fiber has waited long enough (`WorkerLocal::take_back`); then
@@ -371,6 +377,12 @@ fn reclaim_slow(task: &TaskRef) {
     // The spawner's fibers never leave its runtime, so `placed` indexes
     // this runtime's workers (checked anyway: a hint read racily).
     let placed = task.last_worker();
+    if placed == w.index && me.pinned().is_none() && w.joins_first_of_batch(task) {
+        // The first join of a join loop over children spawned here, the
+        // child next to start: wait behind them all ("Run order", 7).
+        suspend_task(t, Suspend::Behind);
+        return;
+    }
     let child = if placed == w.index {
         if w.can_share() {
             // Queued here, where thieves may take it: run it next if it is

@@ -119,6 +119,12 @@ pub(crate) enum Suspend {
     /// `RUNNING` on the worker's private `resume_after` stack meanwhile
     /// (like the yield queue: only that worker can reach it).
     Reclaim,
+    /// A join loop's first join, right after the fiber spawned several
+    /// children onto this worker (`fiber::reclaim`): queue this fiber on
+    /// the worker's deque under those children, which start first, in
+    /// spawn order; it runs again after them and finds them finished, one
+    /// suspension for the whole loop instead of one per child.
+    Behind,
 }
 
 pub(crate) type FiberCoroutine = Coroutine<(), Suspend, (), crate::runtime::task::stack::FiberStack>;

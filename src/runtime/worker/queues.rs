@@ -41,6 +41,29 @@ impl WorkerLocal {
         self.has_spawned.set(true);
     }
 
+    /// Owner: `task`, a child of the running fiber, is the next one this
+    /// worker starts (its wake slot holds it) and more of the fiber's
+    /// children wait in the spawn batch: the fiber's join may suspend with
+    /// `Suspend::Behind` (`fiber::reclaim`).
+    #[inline]
+    pub(crate) fn joins_first_of_batch(&self, task: &TaskRef) -> bool {
+        self.has_spawned.get() && self.me().wake_slot.holds(task)
+    }
+
+    /// `Suspend::Behind`: `task` (the fiber that gave control back, whose
+    /// run permission we hold) goes onto the deque first, then its spawn
+    /// batch above it (`flush_spawned`), so the children start first, in
+    /// spawn order, and it runs after them, stealable meanwhile like any
+    /// queued fiber.
+    pub(super) fn queue_behind_batch(&self, task: TaskRef) {
+        // Queued where other threads see it: not while a dump reads it
+        // (`runtime::dump::running`).
+        self.me().insight.wait_unprotected(&*task);
+        task.transition_to_queued_after_yield();
+        self.deque.push(Runnable::Task(task));
+        self.flush_spawned();
+    }
+
     /// The running fiber gave control back: its spawn batch goes onto the
     /// deque, last spawned first, so the owner pops the children in spawn
     /// order, before anything queued there earlier (the spawner's own

@@ -116,7 +116,8 @@ impl WorkerLocal {
             current.store(Arc::as_ptr(&task) as *mut Task, Relaxed);
             let r = coro.resume(());
             current.store(prev, Relaxed);
-            self.after_resume(&task);
+            let behind = matches!(r, CoroutineResult::Yield(Suspend::Behind));
+            self.after_resume(&task, behind);
             match r {
                 CoroutineResult::Yield(Suspend::Yield) => {
                     if self.can_share && task.pinned().is_none() && self.shared.has_idle_workers() && self.has_other_work() {
@@ -137,6 +138,10 @@ impl WorkerLocal {
                     // Stays RUNNING, private to this worker (see
                     // `next_local`): the child in `run_next` runs first.
                     self.resume_after.borrow_mut().push(task);
+                    return;
+                }
+                CoroutineResult::Yield(Suspend::Behind) => {
+                    self.queue_behind_batch(task);
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Park) => {
@@ -195,8 +200,10 @@ impl WorkerLocal {
 
     /// The fiber `task` just gave control back, whatever the reason: hand
     /// on what it left for this moment, check its stack, count the resume.
+    /// `behind`: it suspended with `Suspend::Behind`, and its spawn batch
+    /// goes onto the deque after it (`queue_behind_batch`), not here.
     #[inline]
-    fn after_resume(&self, task: &TaskRef) {
+    fn after_resume(&self, task: &TaskRef, behind: bool) {
         // A child the fiber placed elsewhere and did not join at once
         // goes to its worker now ("The held-child slot").
         if self.holding.get() {
@@ -205,7 +212,7 @@ impl WorkerLocal {
         }
         // Children spawned while the wake slot was occupied go onto
         // the deque now, in spawn order ("Run order", `README.md`).
-        if self.has_spawned.get() {
+        if self.has_spawned.get() && !behind {
             self.flush_spawned();
         }
         if self.slab_stacks && !crate::runtime::task::stack::canary_intact(task.stack_lo.load(Relaxed)) {

@@ -122,6 +122,12 @@ impl<T> WakeSlot<T> {
         }
     }
 
+    /// Owner: the slot holds `t` now (a thief may take it right after).
+    #[inline]
+    pub(crate) fn holds(&self, t: &Arc<T>) -> bool {
+        std::ptr::eq(self.ptr.load(Relaxed), Arc::as_ptr(t))
+    }
+
     /// Anyone: take the entry, if any (thieves call this only after the
     /// grace period; see the module docs).
     pub(crate) fn steal(&self) -> Option<Arc<T>> {
