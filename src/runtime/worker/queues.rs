@@ -270,13 +270,19 @@ impl WorkerLocal {
     }
 
     /// The oldest fiber of the runtime's I/O ready queue, now this worker's.
-    #[inline]
+    /// The emptiness check (two loads) inlined into every pick; the queue
+    /// is empty outside busy polls.
+    #[inline(always)]
     pub(super) fn take_io_ready(&self) -> Option<TaskRef> {
-        let q = &self.shared.io_ready;
-        if q.is_empty() {
+        if self.shared.io_ready.is_empty() {
             return None;
         }
-        let t = steal_one(q)?;
+        self.take_io_ready_slow()
+    }
+
+    #[inline(never)]
+    fn take_io_ready_slow(&self) -> Option<TaskRef> {
+        let t = steal_one(&self.shared.io_ready)?;
         self.shared.note_arrival(&t, self.index);
         Some(t)
     }

@@ -103,7 +103,11 @@ where
     unsafe fn run_in_task(p: std::ptr::NonNull<u8>) {
         // SAFETY: the caller's contract.
         let m = unsafe { p.cast::<Self>().as_ref() };
-        drop_on_fiber(m.run_here());
+        // Usually `None` (the handle is still there): nothing to drop, no
+        // unwind guard to set up.
+        if let Some(detached) = m.run_here() {
+            drop_on_fiber(detached);
+        }
     }
     unsafe fn fail_in_task(p: std::ptr::NonNull<u8>, e: JoinError) {
         // SAFETY: the caller's contract.

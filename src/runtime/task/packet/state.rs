@@ -82,8 +82,12 @@ impl<T> Packet<T> {
     pub(crate) unsafe fn complete_unique(&self, r: Result<T, JoinError>) -> Option<Result<T, JoinError>> {
         let p = if matches!(&r, Err(e) if e.is_panic()) { PANICKED } else { 0 };
         // SAFETY: before `DONE` the result cell is the completer's, and we
-        // are the only one (caller).
-        self.result.with_mut(|c| unsafe { *c = Some(r) });
+        // are the only one (caller). It still holds its initial `None` (this
+        // is the one completion), so it is overwritten without a drop.
+        self.result.with_mut(|c| unsafe {
+            debug_assert!((*c).is_none(), "a packet completes once");
+            c.write(Some(r))
+        });
         let prev = self.state.fetch_or(DONE | CLAIMED | p, AcqRel);
         debug_assert_eq!(prev & (DONE | CLAIMED), 0, "a packet completes once");
         // SAFETY: we just set `DONE` and `prev` is the word before.
