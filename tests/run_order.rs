@@ -113,6 +113,47 @@ fn a_join_loop_suspends_once_and_children_start_in_spawn_order() {
     }
 }
 
+/// Rule 6 where rule 7 does not apply: the parent's first child is not in
+/// the wake slot (an earlier spawn, logged as 1000, holds it), so its first
+/// join parks with the `BEHIND` flag, and the first child's end queues it
+/// behind the siblings still unstarted on top of the deque (at most 32 at
+/// a time): one park per 33 children, the order unchanged.
+#[test]
+fn a_join_loop_behind_an_occupied_slot_parks_once_per_family() {
+    let rt = rt(1);
+    for n in [2usize, 5, 40] {
+        let log = Log::default();
+        let l = log.clone();
+        let before = rt.stats().workers[0].parks;
+        rt.block_on(move || {
+            let l2 = l.clone();
+            fiber::spawn(move || {
+                let l3 = l2.clone();
+                let first = fiber::spawn(move || l3.push(1000));
+                let hs: Vec<_> = (0..n)
+                    .map(|i| {
+                        let l = l2.clone();
+                        fiber::spawn(move || l.push(i))
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().expect("child");
+                }
+                l2.push(100);
+                first.join().expect("first spawn");
+            })
+            .join()
+            .expect("parent");
+        });
+        let mut want = vec![1000];
+        want.extend(0..n);
+        want.push(100);
+        assert_eq!(log.take(), want, "{n} children");
+        let parks = rt.stats().workers[0].parks - before;
+        assert_eq!(parks, 1 + n.div_ceil(33) as u64, "{n} children: parks");
+    }
+}
+
 /// A child's own children start before that child's later siblings (depth
 /// first), and among themselves in spawn order.
 #[test]
