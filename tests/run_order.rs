@@ -67,6 +67,21 @@ fn siblings_start_in_spawn_order_on_one_worker() {
     }
 }
 
+/// Spawn `n` children that log their index when they start, join them in
+/// spawn order, then log 100.
+fn spawn_and_join_in_order(log: &Log, n: usize) {
+    let hs: Vec<_> = (0..n)
+        .map(|i| {
+            let l = log.clone();
+            fiber::spawn(move || l.push(i))
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("child");
+    }
+    log.push(100);
+}
+
 /// A parent that joins its children in spawn order, on one worker,
 /// suspends once per family: its first join queues it behind its children
 /// (a lone child: it parks, and the child's end wakes it), which start in
@@ -82,18 +97,7 @@ fn a_join_loop_suspends_once_and_children_start_in_spawn_order() {
         let resumes_before = rt.stats().workers[0].resumes;
         rt.block_on(move || {
             let l2 = l.clone();
-            fiber::spawn(move || {
-                let hs: Vec<_> = (0..n)
-                    .map(|i| {
-                        let l = l2.clone();
-                        fiber::spawn(move || l.push(i))
-                    })
-                    .collect();
-                for h in hs {
-                    h.join().expect("child");
-                }
-                l2.push(100);
-            })
+            fiber::spawn(move || spawn_and_join_in_order(&l2, n))
             .join()
             .expect("parent");
         });
@@ -130,16 +134,7 @@ fn a_join_loop_behind_an_occupied_slot_parks_once_per_family() {
             fiber::spawn(move || {
                 let l3 = l2.clone();
                 let first = fiber::spawn(move || l3.push(1000));
-                let hs: Vec<_> = (0..n)
-                    .map(|i| {
-                        let l = l2.clone();
-                        fiber::spawn(move || l.push(i))
-                    })
-                    .collect();
-                for h in hs {
-                    h.join().expect("child");
-                }
-                l2.push(100);
+                spawn_and_join_in_order(&l2, n);
                 first.join().expect("first spawn");
             })
             .join()
