@@ -19,7 +19,12 @@
 # rest gains requests/s and a lower p99 from them). Also the share of the
 # machine's CPU time that was idle during the generator's whole run,
 # connection set-up included (idle%: capacity neither the server nor the
-# generator used). After the medians, paired ratios: in every round
+# generator used), and cs/req, the context switches of the server's
+# threads per request (voluntary and involuntary, from
+# /proc/PID/task/*/status over the run; a thread that exits during the
+# run is not counted): at one connection each request must wake the
+# server at least once, and a server that also wakes a second thread per
+# event shows it here. After the medians, paired ratios: in every round
 # numafiber's req/s over each peer's of the same round and cell, and over
 # the best peer of that round, as median, lowest-highest and the rounds
 # numafiber was at or above (the rounds of one cell run minutes apart, so
@@ -185,6 +190,8 @@ start() {
 stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; SERVER=""; }
 # CPU time of a process (and its threads) in clock ticks: user and system.
 ticks() { awk '{ print $14, $15 }' "/proc/$1/stat" 2>/dev/null || echo 0 0; }
+# Context switches of a process's threads so far, voluntary and involuntary.
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'; }
 # The machine's CPU time in clock ticks: all of it, and idle + iowait.
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $5 + $6; exit }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
@@ -228,20 +235,23 @@ for round in $(seq 1 "$ROUNDS"); do
                 selected "$name" || continue
                 start "$name" "$cmd" || continue
                 read -r u0 k0 <<<"$(ticks "$SERVER")"
+                cs0=$(switches "$SERVER")
                 read -r all0 idle0 <<<"$(cpu_ticks)"
                 read -r rps p50 p99 fair top <<<"$(load "$kind" "$conns" "$SECS")"
                 read -r u1 k1 <<<"$(ticks "$SERVER")"
+                cs1=$(switches "$SERVER")
                 read -r all1 idle1 <<<"$(cpu_ticks)"
                 stop
                 idle=$(awk -v a=$((all1 - all0)) -v i=$((idle1 - idle0)) 'BEGIN { if (a > 0) printf "%.1f", 100 * i / a; else print "-" }')
-                cpu="-" usr="-"
+                cpu="-" usr="-" csr="-"
                 if [ "$rps" != "-" ] && [ "$rps" -gt 0 ]; then
                     cpu=$(awk -v c=$((u1 + k1 - u0 - k0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
                     usr=$(awk -v c=$((u1 - u0)) -v hz="$HZ" -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / hz * 1e6 / (r * s) }')
+                    csr=$(awk -v c=$((cs1 - cs0)) -v r="$rps" -v s="$SECS" 'BEGIN { printf "%.2f", c / (r * s) }')
                 fi
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$usr" "$idle" >> "$RES"
-                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req (user %s)  fairness %s  top %s  idle %s%%  (load %s)\n' \
-                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$usr" "$fair" "$top" "$idle" "$(cut -d' ' -f1 /proc/loadavg)"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$fair" "$top" "$usr" "$idle" "$csr" >> "$RES"
+                printf 'round %s %-4s %5s conns %-12s %8s req/s  p50 %6s us  p99 %8s us  cpu %6s us/req (user %s)  switches %s/req  fairness %s  top %s  idle %s%%  (load %s)\n' \
+                    "$round" "$kind" "$conns" "$name" "$rps" "$p50" "$p99" "$cpu" "$usr" "$csr" "$fair" "$top" "$idle" "$(cut -d' ' -f1 /proc/loadavg)"
             done
         done
     done
@@ -288,8 +298,8 @@ echo
 echo "Medians over $ROUNDS rounds of ${SECS} s; workers $WORKERS; ratio = numafiber / peer (req/s: >1 numafiber faster; CPU/req: <1 numafiber cheaper)"
 echo "spread = (highest - lowest req/s of the rounds) / median: a ratio closer to 1 than the two rows' spreads is within the noise"
 echo "fairness / top = round trips of the 1st- / 99th-percentile connection over the median connection's (echo)"
-echo "idle% = the machine's idle CPU time during the run, all CPUs (the generator's included)"
-printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %8s %6s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req user_us idle% fairness top 'req/s x' 'cpu x'
+echo "idle% = the machine's idle CPU time during the run, all CPUs (the generator's included); cs/req = the server's context switches per request"
+printf '%-4s %6s %-12s %10s %7s %8s %10s %9s %8s %6s %6s %9s %6s %10s %10s\n' kind conns server req/s spread p50_us p99_us cpu_us/req user_us idle% cs/req fairness top 'req/s x' 'cpu x'
 awk -F'\t' '
     function median(key,   n, i, j, t, a) {
         n = split(vals[key], a, " ")
@@ -313,6 +323,7 @@ awk -F'\t' '
         vals[k, "fair"] = vals[k, "fair"] " " $9; vals[k, "top"] = vals[k, "top"] " " $10
         vals[k, "usr"] = vals[k, "usr"] " " $11
         if ($12 ~ /^[0-9.]+$/) vals[k, "idle"] = vals[k, "idle"] " " $12
+        if ($13 ~ /^[0-9.]+$/) vals[k, "cs"] = vals[k, "cs"] " " $13
     }
     END {
         for (i = 1; i <= m; i++) {
@@ -327,7 +338,8 @@ awk -F'\t' '
             rx = (nk in rps && rps[k] > 0) ? sprintf("%.2f", rps[nk] / rps[k]) : "-"
             cx = (nk in cpu && cpu[k] > 0) ? sprintf("%.2f", cpu[nk] / cpu[k]) : "-"
             idle = (vals[k, "idle"] ~ /[0-9]/) ? sprintf("%.1f", median(k SUBSEP "idle")) : "-"
-            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %8.2f %6s %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], median(k SUBSEP "usr"), idle, fair, top, rx, cx
+            cs = (vals[k, "cs"] ~ /[0-9]/) ? sprintf("%.2f", median(k SUBSEP "cs")) : "-"
+            printf "%-4s %6s %-12s %10.0f %7s %8.0f %10.0f %9.2f %8.2f %6s %6s %9s %6s %10s %10s\n", f[1], f[2], f[3], rps[k], spread(k SUBSEP "rps", rps[k]), median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu[k], median(k SUBSEP "usr"), idle, cs, fair, top, rx, cx
         }
     }' "$RES" | sort -s -k1,1r -k2,2n
 if [ "$ROUNDS" -gt 1 ]; then
