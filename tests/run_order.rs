@@ -4,7 +4,8 @@
 //! woken, and the run-next slot is not used more than 3 times in a row, so
 //! a ping-pong pair cannot starve a fiber readied meanwhile. The
 //! condition-variable interleavings of Boost.Fiber's own tests (waiters
-//! spawned before their notifiers) complete.
+//! spawned before their notifiers) complete, and its channel tests'
+//! interleavings come out exactly as in C++.
 //!
 //! No timed assertions: a bug shows as a wrong sequence, or as a hang that
 //! the watchdog turns into a failure.
@@ -363,4 +364,61 @@ fn on_two_workers_a_join_loop_suspends_once_per_family() {
         FAMILIES * 11,
         FAMILIES * 15
     );
+}
+
+/// Boost.Fiber `test_buffered_channel_post.cpp`, `test_wm_1` and
+/// `test_wm_2`, retold: a producer spawned before a consumer pushes 1..=5
+/// into a channel of capacity `cap`, logging its id (1) before each push
+/// and at the end; the consumer logs its id (2) before each pop and at the
+/// end, and yields after its first pop (`yields == 1`) or its first two
+/// (`yields == 2`). On one worker the producer runs first (spawn order),
+/// a producer blocked on a full channel runs as soon as a pop woke it and
+/// the consumer yielded (wake order: the woken fiber is ahead of the
+/// yielder), and the consumer finishes last. The sequences are the C++
+/// test's exactly.
+fn channel_interleaving(cap: usize, yields: usize) -> Vec<usize> {
+    let rt = rt(1);
+    let log = Log::default();
+    let l = log.clone();
+    rt.block_on(move || {
+        let (tx, rx) = channel::bounded::<i32>(cap);
+        let done = Arc::new(AtomicUsize::new(0));
+        let (lp, dp) = (l.clone(), done.clone());
+        let producer = fiber::spawn(move || {
+            for v in 1..=5 {
+                lp.push(1);
+                tx.send(v).expect("consumer alive");
+            }
+            lp.push(1);
+            dp.fetch_add(1, SeqCst);
+        });
+        let (lc, dc) = (l, done.clone());
+        let consumer = fiber::spawn(move || {
+            for v in 1..=5 {
+                lc.push(2);
+                assert_eq!(rx.recv().expect("producer sent"), v, "values in order");
+                if v as usize <= yields {
+                    fiber::yield_now();
+                }
+            }
+            lc.push(2);
+            dc.fetch_add(1, SeqCst);
+        });
+        yield_until(&done, 2);
+        producer.join().expect("producer");
+        consumer.join().expect("consumer");
+    });
+    log.take()
+}
+
+#[test]
+fn boost_channel_interleavings_on_one_worker() {
+    // test_wm_1: the channel holds four, so the fifth push blocks until
+    // the consumer's first pop; the consumer yields and the producer
+    // finishes before the consumer goes on.
+    assert_eq!(channel_interleaving(4, 1), vec![1, 1, 1, 1, 1, 2, 1, 2, 2, 2, 2, 2], "test_wm_1");
+    // test_wm_2: the channel holds eight, the producer never blocks and
+    // finishes before the consumer starts; the consumer's yields find
+    // nobody else to run.
+    assert_eq!(channel_interleaving(8, 2), vec![1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2], "test_wm_2");
 }

@@ -41,15 +41,26 @@ use crate::policy::ThiefState;
 use crate::runtime::context;
 use crate::runtime::shared::{Counters, Shared, WorkerShared};
 
-/// Every this many fibers run, the inboxes and the yield queue are served
-/// before the own deque (at the first pick after that which is not a
-/// `run_next` or `resume_after` one), so a fiber that keeps spawning cannot
-/// starve fibers woken from other threads or yielded ones, and an inbox's
+/// Every this many fibers run, the fairness pass serves one of the queues
+/// a busy worker's usual order may never reach (at the first pick after
+/// that which is not a `run_next` or `resume_after` one; which queue:
+/// `FAIR_QUEUES`), so a fiber that keeps spawning cannot starve fibers
+/// woken from other threads or yielded ones, a stream of readiness events
+/// cannot starve unstarted fibers, and an inbox's
 /// surplus entries are dropped at that pace however many fibers are run
 /// through `run_next` (a join loop that runs its children itself): an
 /// inbox must not pass `RECLAIM_INBOX_LIMIT` with surplus entries
 /// (`runtime/README.md`, "Surplus entries in a busy worker's inbox").
 const FAIRNESS_TICKS: u32 = 61;
+/// The queues of the fairness pass: the pinned inbox, the runtime's I/O
+/// ready queue, the inbox, the deque, the yield queue. Each pass begins at
+/// the queue after the one the previous pass began at and takes the first
+/// fiber found from there on (wrapping), so each of them that holds a
+/// fiber is served at least once in `FAIR_QUEUES` passes, whatever the
+/// others hold (with a fixed order, a stream of readiness events that
+/// never let the I/O queue run dry kept unstarted connection fibers on
+/// the deque until the load stopped).
+const FAIR_QUEUES: u8 = 5;
 /// The wake slot is taken before the other queues at most this many times
 /// in a row (tokio's LIFO-slot limit): then the deque, the ready queue and
 /// the inboxes get a turn, so fibers that keep waking each other cannot
@@ -173,6 +184,8 @@ pub(crate) struct WorkerLocal {
     tick: Cell<u32>,
     /// `tick` at the last fairness pass.
     fair_at: Cell<u32>,
+    /// The queue the next fairness pass begins at (`FAIR_QUEUES`).
+    fair_turn: Cell<u8>,
     /// Status last told to the policy (busy running fibers, or idle).
     busy: Cell<bool>,
     /// A work-first child to run before anything else.
@@ -246,6 +259,7 @@ impl WorkerLocal {
             thief: RefCell::new(thief),
             tick: Cell::new(0),
             fair_at: Cell::new(0),
+            fair_turn: Cell::new(0),
             busy: Cell::new(false),
             run_next: RefCell::new(None),
             resume_after: RefCell::new(Vec::new()),

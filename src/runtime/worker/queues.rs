@@ -14,7 +14,7 @@ use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::budget;
 use crate::runtime::task::TaskRef;
 
-use super::{Next, WorkerLocal, BEHIND_MAX, FAIRNESS_TICKS, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
+use super::{Next, WorkerLocal, BEHIND_MAX, FAIRNESS_TICKS, FAIR_QUEUES, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
 
 impl WorkerLocal {
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an
@@ -195,21 +195,14 @@ impl WorkerLocal {
         let me = self.me();
         if tick.wrapping_sub(self.fair_at.get()) >= FAIRNESS_TICKS {
             self.fair_at.set(tick);
-            if let Some(t) = steal_one(&me.pinned_inbox) {
-                return Some(Next::Queued(Runnable::Task(t)));
-            }
-            if let Some(t) = self.take_io_ready() {
-                return Some(Next::Queued(Runnable::Task(t)));
-            }
-            if let Some(r) = self.pop_inbox_skipping_surplus() {
-                return Some(Next::Queued(r));
-            }
-            if let Some(r) = self.deque.pop() {
-                self.slot_streak.set(0);
-                return Some(Next::Queued(r));
-            }
-            if let Some(t) = self.yielded.pop_front() {
-                return Some(Next::Owned(t));
+            // Each pass begins one queue further on (`FAIR_QUEUES`).
+            let turn = self.fair_turn.get();
+            self.fair_turn.set(if turn + 1 == FAIR_QUEUES { 0 } else { turn + 1 });
+            for k in 0..FAIR_QUEUES {
+                let q = turn + k;
+                if let Some(n) = self.fair_pick(if q >= FAIR_QUEUES { q - FAIR_QUEUES } else { q }, me) {
+                    return Some(n);
+                }
             }
         }
         // The wake slot first, but not more than `SLOT_STREAK_MAX` times
@@ -231,6 +224,24 @@ impl WorkerLocal {
         }
         let t = self.yielded.pop_front();
         t.map(Next::Owned)
+    }
+
+    /// The fairness pass's queue number `q` (`FAIR_QUEUES`): the pinned
+    /// inbox, the I/O ready queue, the inbox (dropping surplus entries),
+    /// the deque, the yield queue.
+    #[cold]
+    fn fair_pick(&self, q: u8, me: &WorkerShared) -> Option<Next> {
+        match q {
+            0 => steal_one(&me.pinned_inbox).map(|t| Next::Queued(Runnable::Task(t))),
+            1 => self.take_io_ready().map(|t| Next::Queued(Runnable::Task(t))),
+            2 => self.pop_inbox_skipping_surplus().map(Next::Queued),
+            3 => {
+                let r = self.deque.pop()?;
+                self.slot_streak.set(0);
+                Some(Next::Queued(r))
+            }
+            _ => self.yielded.pop_front().map(Next::Owned),
+        }
     }
 
     /// `next_local`'s queues after the wake slot: the ready queue (fibers
