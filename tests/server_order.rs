@@ -342,9 +342,10 @@ fn fibers_a_busy_poll_readies_run_on_either_worker() {
 /// pass starting one socket further on, so it serves all connections alike; how often each
 /// connection gets through depends on the server alone. After 64 round
 /// trips per connection on average, every connection must have made at
-/// least half the median connection's round trips (with the old
-/// newest-first order a few connections made a fifth of the median at
-/// 10,000 connections), and the server must have echoed every message.
+/// least half the median connection's round trips (the target for
+/// 10,000 connections in the benchmark, where the old newest-first order
+/// left a few connections at a fifth of the median), and the server must
+/// have echoed every message.
 /// Each request does some work, so the server, not the client, is the
 /// bottleneck and the I/O ready queue stays full. A fiber woken from the
 /// client thread meanwhile (it goes to a worker's inbox, which a busy
