@@ -46,7 +46,7 @@ use crate::runtime::shared::{Counters, Shared, WorkerShared};
 /// that which is not a `run_next` or `resume_after` one; which queue:
 /// `FAIR_QUEUES`), so a fiber that keeps spawning cannot starve fibers
 /// woken from other threads or yielded ones, a stream of readiness events
-/// cannot starve unstarted fibers, and an inbox's
+/// cannot starve those or unstarted fibers, and an inbox's
 /// surplus entries are dropped at that pace however many fibers are run
 /// through `run_next` (a join loop that runs its children itself): an
 /// inbox must not pass `RECLAIM_INBOX_LIMIT` with surplus entries
@@ -57,9 +57,8 @@ const FAIRNESS_TICKS: u32 = 61;
 /// the queue after the one the previous pass began at and takes the first
 /// fiber found from there on (wrapping), so each of them that holds a
 /// fiber is served at least once in `FAIR_QUEUES` passes, whatever the
-/// others hold (with a fixed order, a stream of readiness events that
-/// never let the I/O queue run dry kept unstarted connection fibers on
-/// the deque until the load stopped).
+/// others hold: a full I/O queue must not keep the inbox and the deque
+/// waiting ("The fairness pass rotates", `runtime/README.md`).
 const FAIR_QUEUES: u8 = 5;
 /// The wake slot is taken before the other queues at most this many times
 /// in a row (tokio's LIFO-slot limit): then the deque, the ready queue and
