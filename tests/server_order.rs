@@ -339,9 +339,10 @@ fn fibers_a_busy_poll_readies_run_on_either_worker() {
 /// No connection starves: 256 connections to a fiber-per-connection echo
 /// server on 2 workers, each with one 8-byte message in flight. The client
 /// is one thread that `poll`s every socket and answers each reply, each
-/// pass starting one socket further on, so it serves all connections alike; how often each
-/// connection gets through depends on the server alone. After 64 round
-/// trips per connection on average, every connection must have made at
+/// pass starting one socket further on, so it serves all connections
+/// alike; how often each connection gets through depends on the server
+/// alone. After 256 round trips per connection on average, every
+/// connection must have made at
 /// least half the median connection's round trips (the target for
 /// 10,000 connections in the benchmark, where the old newest-first order
 /// left a few connections at a fifth of the median), and the server must
