@@ -197,10 +197,9 @@ impl WorkerLocal {
             self.fair_at.set(tick);
             // Each pass begins one queue further on (`FAIR_QUEUES`).
             let turn = self.fair_turn.get();
-            self.fair_turn.set(if turn + 1 == FAIR_QUEUES { 0 } else { turn + 1 });
+            self.fair_turn.set((turn + 1) % FAIR_QUEUES);
             for k in 0..FAIR_QUEUES {
-                let q = turn + k;
-                if let Some(n) = self.fair_pick(if q >= FAIR_QUEUES { q - FAIR_QUEUES } else { q }, me) {
+                if let Some(n) = self.fair_pick((turn + k) % FAIR_QUEUES, me) {
                     return Some(n);
                 }
             }
