@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench-echo.sh - TCP echo, 64-byte messages, at 100 and 1,000 connections:
 # numafiber (examples/echo_server) against may::net, tokio, Go and a
-# std::thread-per-connection server (peers/examples/echo_peers.rs,
-# peers/go/echo). The same numafiber echo_client drives every
+# std::thread-per-connection server (benches/examples/echo_peers.rs,
+# benches/go/echo). The same numafiber echo_client drives every
 # server; it prints requests/s and p50/p99. Then the memory of 10,000 idle
 # connections on the numafiber server (VmRSS before/after).
 #

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench-io.sh - servers under load generators numafiber does not ship:
 # HTTP keep-alive with wrk (Debian's wrk 4.1) and 64-byte TCP echo with a
-# goroutine-per-connection generator (peers/go/echoload), against
+# goroutine-per-connection generator (benches/go/echoload), against
 # numafiber (examples/http_hello, examples/echo_server), tokio (hand-written
 # responder and hyper), may (hand-written) and may_minihttp
-# (peers/examples/io_peers.rs), and Go (peers/go/http, peers/go/echo).
+# (benches/examples/io_peers.rs), and Go (benches/go/http, benches/go/echo).
 # Every server runs on WORKERS workers (GOMAXPROCS for Go), one
 # task/fiber/goroutine per connection; the servers are interleaved within
 # each round, a fresh server process per measurement.
@@ -120,7 +120,7 @@ PEERS=""
 if nice -n 10 cargo build --release -q -p numafiber-peers --example io_peers; then
     PEERS="$TARGET/release/examples/io_peers"
 else
-    echo "bench-io: peers/examples/io_peers.rs did not build: skipping tokio, hyper, may, may_minihttp" >&2
+    echo "bench-io: benches/examples/io_peers.rs did not build: skipping tokio, hyper, may, may_minihttp" >&2
 fi
 
 # name|kind|command (@PORT@ and @W@ are substituted)

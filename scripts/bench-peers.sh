@@ -5,13 +5,13 @@
 #   scripts/bench-peers.sh            # one round, ~5 minutes
 #   ROUNDS=3 scripts/bench-peers.sh   # three rounds, median ratio per row
 #
-# Builds the peer programs (peers/go/<name>/main.go,
-# peers/boost/<name>.cpp) into target/peers/, installing golang-go
+# Builds the peer programs (benches/go/<name>/main.go,
+# benches/boost/<name>.cpp) into target/peers/, installing golang-go
 # and libboost-fiber-dev when missing or skipping that peer with a message
 # (scripts/peers-lib.sh). Each round runs the criterion benches (switch,
 # spawn_join, the ping_pong group of sync, fib30_no_cutoff of fib), then
 # every peer program in the same shape, then the start-up probe
-# (peers/examples/yield_count.rs startup / rayon_startup, fresh processes), and
+# (benches/examples/yield_count.rs startup / rayon_startup, fresh processes), and
 # prints a table of per-operation times and ratios numafiber / peer from
 # that round. Wall-clock figures move with the machine's load: compare
 # ratios from one round, and repeat.
@@ -35,7 +35,7 @@ fi
 have_boost=0
 if need_boost_fiber; then
     for p in yield spawn_join ping_pong fib; do
-        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
+        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "benches/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
     done
     have_boost=1
 fi

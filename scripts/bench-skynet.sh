@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-skynet.sh - skynet (1,000,000 leaves, 1,111,111 fibers) with DEFAULT
-# settings: numafiber (peers/examples/skynet.rs: Runtime::builder().workers(W)),
-# Go (peers/go/skynet, GOMAXPROCS=W) and may (default config, W
+# settings: numafiber (benches/examples/skynet.rs: Runtime::builder().workers(W)),
+# Go (benches/go/skynet, GOMAXPROCS=W) and may (default config, W
 # workers), on 1 and 2 workers; numafiber_wf is numafiber with
 # PolicyOptions::work_first (the one non-default setting, for comparison);
 # numafiber_local spawns every child with fiber::Builder::local(true)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-timers.sh - fibers woken in batches (peers/examples/wake_storm.rs,
-# peers/go/timers): N fibers / tokio tasks / may coroutines / goroutines
+# bench-timers.sh - fibers woken in batches (benches/examples/wake_storm.rs,
+# benches/go/timers): N fibers / tokio tasks / may coroutines / goroutines
 # each sleeping a fixed period in a loop, so that timers wake a batch of
 # them every tick ("sleep" configs: FIBERSxPERIOD_MS), and N fibers meeting
 # at one barrier in a loop, the last arrival waking the other N - 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # callgrind-table.sh - the per-operation instruction and locked-instruction
-# table of the speed round in one command: numafiber (peers/examples/yield_count.rs, one
+# table of the speed round in one command: numafiber (benches/examples/yield_count.rs, one
 # worker), raw corosensei, rayon::join, Go and Boost.Fiber (one worker /
 # GOMAXPROCS=1), each through scripts/callgrind-ops.sh (two runs differing
 # only in the op count, so start-up and shutdown cancel out). These counts do
@@ -31,7 +31,7 @@ fi
 have_boost=0
 if need_boost_fiber; then
     for p in yield spawn_join ping_pong; do
-        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "peers/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
+        g++ -O2 -std=c++17 -o "$OUT/boost_$p" "benches/boost/$p.cpp" -lboost_fiber -lboost_context -pthread
     done
     have_boost=1
 fi

@@ -9,7 +9,7 @@
 # For the root package the graph is what the README's commands build
 # (`cargo run --release --example thesis_bench`, `cargo test --release`):
 # its normal, build and dev-dependencies, then their normal and build
-# dependencies. The same for peers/ (numafiber-peers). A dependency that
+# dependencies. The same for benches/ (numafiber-peers). A dependency that
 # declares no rust-version counts by its edition only; those are listed.
 # Needs python3. Exit status 1 on a mismatch, with the packages that set it.
 set -euo pipefail

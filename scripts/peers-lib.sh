@@ -10,8 +10,8 @@
 #   if need_go; then build_go_peer skynet "$OUT/skynet_go"; fi
 #   if need_boost_fiber; then g++ -O2 ... -lboost_fiber -lboost_context; fi
 #
-# Peer programs live in peers/go/<name>/main.go and
-# peers/boost/<name>.cpp, each in the same shape as the Rust bench
+# Peer programs live in benches/go/<name>/main.go and
+# benches/boost/<name>.cpp, each in the same shape as the Rust bench
 # it is compared with.
 
 _peers_sudo() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }
@@ -35,14 +35,14 @@ need_go() {
     return 1
 }
 
-# build_go_peer NAME OUT: build the Go peer peers/go/NAME (GOPATH mode, no
+# build_go_peer NAME OUT: build the Go peer benches/go/NAME (GOPATH mode, no
 # module download) into the file OUT (absolute, or relative to the current
 # directory: the repository's root in every script). Call from the
 # repository's root after need_go succeeded; fails as `go build` does.
 build_go_peer() {
     local out=$2
     case $out in /*) ;; *) out=$PWD/$out ;; esac
-    (cd "peers/go/$1" && GO111MODULE=off GOFLAGS= go build -o "$out" .)
+    (cd "benches/go/$1" && GO111MODULE=off GOFLAGS= go build -o "$out" .)
 }
 
 # Boost.Fiber headers and libraries (Debian's libboost-fiber-dev) and g++.

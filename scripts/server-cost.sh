@@ -6,7 +6,7 @@
 # server's user-space instructions per request (callgrind, which does not
 # move with the machine's load); or, with MODE=split, where the time of
 # one round trip goes (below). The generator is the Go echo generator
-# (peers/go/echoload, 64-byte messages), or wrk with KIND=http.
+# (benches/go/echoload, 64-byte messages), or wrk with KIND=http.
 #
 # With SIDES=1 the other end is measured too, because on a shared machine
 # what the generator spends per request is taken from the server's rate:

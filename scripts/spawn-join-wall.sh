@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # spawn-join-wall.sh - a short wall-clock run of just spawn + join on 1 and
-# 2 workers, numafiber (peers/examples/yield_count.rs `spawn` / `spawn2`,
+# 2 workers, numafiber (benches/examples/yield_count.rs `spawn` / `spawn2`,
 # Policy::RandomSteal) against Go and Boost.Fiber in the same rounds
 #. Much lighter than scripts/bench-peers.sh: about 30 s.
 #
@@ -23,7 +23,7 @@ cargo build --release -p numafiber-peers --example yield_count -q
 Y=${CARGO_TARGET_DIR:-target}/release/examples/yield_count
 have_go=0; have_boost=0
 if need_go; then build_go_peer spawn_join "$OUT/go_spawn_join"; have_go=1; fi
-if need_boost_fiber; then g++ -O2 -std=c++17 -o "$OUT/boost_spawn_join" peers/boost/spawn_join.cpp -lboost_fiber -lboost_context -pthread; have_boost=1; fi
+if need_boost_fiber; then g++ -O2 -std=c++17 -o "$OUT/boost_spawn_join" benches/boost/spawn_join.cpp -lboost_fiber -lboost_context -pthread; have_boost=1; fi
 t() { local s e; s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo $((e - s)); }
 per() { local a b; a=$(t "$@" 200000); b=$(t "$@" 600000); awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 400000 }'; }
 log=$(mktemp)

@@ -1,4 +1,4 @@
-// Shared helpers of the Boost.Fiber peer programs (benches/peers/boost/*.cpp):
+// Shared helpers of the Boost.Fiber peer programs (benches/boost/*.cpp):
 // argument parsing, medians, and running a body on <workers> threads that
 // share Boost.Fiber's work_stealing scheduler (1 worker: the default
 // round_robin scheduler on the main thread only).

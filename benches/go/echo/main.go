@@ -2,7 +2,7 @@
 // connection, read up to 4 KiB and write it back until EOF (the shape of
 // examples/echo_server.rs). GOMAXPROCS is set by the caller.
 //
-//	go run ./benches/peers/go/echo 127.0.0.1:7403
+//	go run ./benches/go/echo 127.0.0.1:7403
 package main
 
 import (

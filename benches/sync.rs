@@ -202,7 +202,7 @@ fn channel_ping_pong(c: &mut Criterion) {
 const PP_ROUNDS: u64 = 1000;
 
 /// Channel ping-pong at capacity 0 (rendezvous) and 1, on 1 and 2 workers:
-/// the peer of `peers/{go/ping_pong,boost/ping_pong.cpp}` (same
+/// the peer of `benches/{go/ping_pong,boost/ping_pong.cpp}` (same
 /// shape: the timed fiber sends a counter, a partner sends it back plus
 /// one). One criterion iteration is `PP_ROUNDS` round trips; the bench
 /// script divides. `scripts/bench-peers.sh` runs this group beside Go and

@@ -3,7 +3,7 @@
 // complete request in the buffer with "Hello, world!\n" in one write,
 // keep-alive). GOMAXPROCS is set by the caller.
 //
-//	go run ./peers/go/http 127.0.0.1:8080
+//	go run ./benches/go/http 127.0.0.1:8080
 package main
 
 import (

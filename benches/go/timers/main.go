@@ -1,7 +1,7 @@
 // wake_storm sleep in Go: N goroutines each sleep a fixed period in a loop
 // (time.Sleep), so every tick the runtime's timers wake a batch of them.
 // Measures wakes per second and the process CPU time per wake over a window
-// after a 0.5 s warm-up (getrusage), like peers/examples/wake_storm.rs (kind sleep).
+// after a 0.5 s warm-up (getrusage), like benches/examples/wake_storm.rs (kind sleep).
 // Run with GOMAXPROCS=<workers>. Prints one line in the format
 // scripts/bench-timers.sh parses:
 //

@@ -5,7 +5,7 @@
 // figure (the round trips of the 1st-percentile connection against the
 // median connection's).
 //
-//	go run ./peers/go/echoload ADDR CONNS SECONDS [SIZE]
+//	go run ./benches/go/echoload ADDR CONNS SECONDS [SIZE]
 package main
 
 import (
