@@ -46,7 +46,10 @@
 //!    queued entry during this step, so a try that meets a blocked select
 //!    of another fiber (a partner) claims that one's token: one CAS.
 //! 2. *Register.* The select's token is reset to `WAITING` and one entry
-//!    per operation is queued on its channel (`Slot::SelRecv` with a
+//!    per operation is queued on its channel, in the random order of
+//!    step 1 (a granter takes the first entry it meets, so where arms
+//!    share a channel the queue order is the choice: it is random too)
+//!    (`Slot::SelRecv` with a
 //!    pointer to the arm's hand-off cell, or `Slot::SelSend` with the
 //!    value), each under that channel's internal lock. If a channel shows
 //!    under its lock that the operation could complete now (a value, room,
@@ -415,8 +418,9 @@ impl<'a> Select<'a> {
                 self.arms[0].fail();
                 return Some(0);
             }
-            // 2.-4. Register, wait, leave.
-            if let Some(i) = Round::new(&mut self.arms, &self.token).wait(deadline) {
+            // 2.-4. Register (in the random order of this round's try),
+            // wait, leave.
+            if let Some(i) = Round::new(&mut self.arms, &self.token).wait(&self.order, deadline) {
                 return Some(i);
             }
         }
@@ -438,13 +442,20 @@ impl<'s, 'a> Round<'s, 'a> {
         Round { arms, token, finished: false }
     }
 
-    /// Register every arm and park until claimed, the deadline, a close,
-    /// or the caller cannot suspend. `Some(i)`: arm `i` was granted and its
-    /// outcome is stored; `None`: the round was aborted (try again).
+    /// Register every arm, in `order`, and park until claimed, the
+    /// deadline, a close, or the caller cannot suspend. `Some(i)`: arm `i`
+    /// was granted and its outcome is stored; `None`: the round was
+    /// aborted (try again).
+    ///
+    /// The order is the round's random try order: a granter takes the
+    /// first entry of a select it meets in its queue (FIFO), so where
+    /// several arms wait in one queue the order they were queued in is the
+    /// choice among them, and it must be as random as the choice among
+    /// ready arms.
     #[track_caller]
-    fn wait(mut self, deadline: Option<Instant>) -> Option<usize> {
+    fn wait(mut self, order: &[usize], deadline: Option<Instant>) -> Option<usize> {
         let mut ready_now = false;
-        for i in 0..self.arms.len() {
+        for &i in order {
             if self.token.selected().is_some() {
                 break; // claimed through an arm queued already
             }
