@@ -125,3 +125,57 @@ fn pseudo_random_send_one_worker() {
 fn pseudo_random_send_two_workers() {
     pseudo_random_send(2);
 }
+
+/// Go's nil channel: an arm on `channel::never()` (receive) or
+/// `channel::never_sender()` (send) is never chosen; the select waits for
+/// its other arm, and a plain wait on it only ends by a deadline.
+#[test]
+fn never_ends_are_never_chosen() {
+    within(20, "never() arms", || {
+        rt(2).block_on(|| {
+            let off_rx = channel::never::<u32>();
+            let off_tx = channel::never_sender::<u32>();
+            let (tx, rx) = channel::bounded::<u32>(0);
+            let h = fiber::spawn(move || {
+                fiber::sleep(Duration::from_millis(20));
+                tx.send(5).unwrap();
+            });
+            for _ in 0..3 {
+                let ready = select! {
+                    recv(off_rx) -> _ => "never (receive)",
+                    send(off_tx, 1) -> _ => "never (send)",
+                    default => "none",
+                };
+                assert_eq!(ready, "none");
+            }
+            let got = select! {
+                recv(off_rx) -> _ => panic!("a never() receiver was chosen"),
+                send(off_tx, 1) -> _ => panic!("a never_sender() was chosen"),
+                recv(rx) -> v => v,
+            };
+            assert_eq!(got, Ok(5));
+            h.join().unwrap();
+            assert!(off_rx.recv_timeout(Duration::from_millis(5)).is_err());
+            assert!(off_tx.send_timeout(2, Duration::from_millis(5)).is_err());
+            assert!(!off_rx.is_closed() && !off_tx.is_closed());
+        })
+    });
+}
+
+/// `select! {}` parks forever (Go's `select {}`) and is a cancellation
+/// point: `cancel` unwinds it, on one and two workers.
+#[test]
+fn empty_select_parks_until_cancelled() {
+    for workers in [1, 2] {
+        within(20, &format!("select! {{}} and cancel, {workers} worker(s)"), move || {
+            rt(workers).block_on(|| {
+                let h = fiber::spawn(|| -> u32 { select! {} });
+                fiber::sleep(Duration::from_millis(20));
+                assert!(!h.is_finished(), "select! {{}} returned");
+                h.cancel();
+                let e = h.join().expect_err("a cancelled select! {} does not return");
+                assert!(e.is_cancelled(), "{e:?}");
+            })
+        });
+    }
+}

@@ -622,6 +622,37 @@ fn next_random() -> u64 {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     })
 }
+/// `select! {}`: wait forever (Go's `select {}`). A fiber parks (the
+/// deadlock report calls it a select with no arms; a cancellation unwinds
+/// it), a thread blocks. Not part of the public API.
+///
+/// # Panics
+/// When the calling fiber cannot wait: it is being destroyed by its
+/// runtime's shutdown, or it is unwinding a panic (a destructor that runs
+/// `select! {}`); a panic while unwinding aborts the process, as any.
+#[doc(hidden)]
+#[track_caller]
+pub fn __select_forever() -> ! {
+    /// Clears the wait reason however the wait ends (a cancellation
+    /// unwinds out of the park).
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            crate::runtime::set_wait_reason(crate::runtime::task::wait_kind::NONE, 0);
+        }
+    }
+    let _clear = Clear;
+    loop {
+        assert!(
+            !crate::runtime::current_cannot_suspend(),
+            "select! with no arms cannot wait: the calling fiber is being destroyed by its runtime's shutdown, or is unwinding"
+        );
+        // Object 0: the select has no channel (`wait_kind::describe`).
+        crate::runtime::set_wait_reason(crate::runtime::task::wait_kind::SELECT, 0);
+        crate::runtime::park();
+    }
+}
+
 /// Sleep the caller (fiber or thread) until `deadline`: the `default(..)`
 /// arm of a `select!` with no operation. Not part of the public API.
 #[doc(hidden)]
