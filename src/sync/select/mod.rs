@@ -81,7 +81,10 @@
 //! entry points at them; the entries are removed before the wait returns,
 //! also when it unwinds (a drop guard runs step 4 and hands a value that
 //! was granted during the unwind back to its channel). The loom model
-//! `select_claim_vs_abort` checks steps 3 and 4.
+//! `select_claim_vs_abort` checks steps 3 and 4, and
+//! `select_send_arm_vs_close` a send arm parked across a close (its value
+//! sits in the queue then, so "is the channel over" must look at the
+//! queued entry too).
 //!
 //! # Where it parks
 //!
