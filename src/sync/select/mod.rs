@@ -28,7 +28,9 @@
 //!   waits, or every receiver is gone (or the channel closed): then it
 //!   completes with the value back in `Err(SendError(v))`.
 //! - When several operations are ready, one is chosen **uniformly at
-//!   random** (as Go; crossbeam does the same), so no arm starves.
+//!   random** (as Go; crossbeam does the same), so no arm starves. A
+//!   parked select is as random: where several of its operations wait on
+//!   one channel, the one the other side meets first is a random one.
 //! - Otherwise the caller parks (a fiber parks, its worker runs others; a
 //!   thread blocks) until one becomes ready, the deadline of a
 //!   `default(timeout)` / [`Select::select_deadline`] arm passes, or, with a
