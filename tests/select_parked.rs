@@ -175,6 +175,12 @@ fn empty_select_parks_until_cancelled() {
                 h.cancel();
                 let e = h.join().expect_err("a cancelled select! {} does not return");
                 assert!(e.is_cancelled(), "{e:?}");
+                // A deadline too far for an `Instant` never comes: the same.
+                let h = fiber::spawn(|| select! { default(Duration::MAX) => 1u32 });
+                fiber::sleep(Duration::from_millis(20));
+                assert!(!h.is_finished(), "a deadline that never comes passed");
+                h.cancel();
+                assert!(h.join().expect_err("cancelled").is_cancelled());
             })
         });
     }

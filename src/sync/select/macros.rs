@@ -124,7 +124,8 @@ macro_rules! __select_register {
     ($sel:ident [] [] [(until $t:tt $body:tt)]) => {{
         match $crate::sync::select::Deadline::deadline($t) {
             ::std::option::Option::Some(d) => $crate::sync::select::__sleep_until(d),
-            ::std::option::Option::None => ::std::panic!("select!: no operation and no deadline"),
+            // A deadline beyond what `Instant` can hold never comes.
+            ::std::option::Option::None => $crate::sync::select::__select_forever(),
         }
         $body
     }};

@@ -379,7 +379,9 @@ impl<'a> Select<'a> {
         if self.arms.is_empty() {
             match deadline {
                 Some(d) => __sleep_until(d),
-                None => panic!("select with no operations and no deadline would wait forever"),
+                // A deadline beyond what `Instant` can hold never comes:
+                // wait forever, as `select! {}`.
+                None => __select_forever(),
             }
             return Err(SelectTimeoutError);
         }
