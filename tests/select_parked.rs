@@ -185,3 +185,27 @@ fn empty_select_parks_until_cancelled() {
         });
     }
 }
+
+/// A fiber still parked in `select! {}` when its runtime is dropped is
+/// destroyed like any parked fiber (its destructors run once), on one and
+/// two workers.
+#[test]
+fn empty_select_is_destroyed_at_shutdown() {
+    for workers in [1, 2] {
+        let drops = within(20, &format!("select! {{}} at shutdown, {workers} worker(s)"), move || {
+            let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let rt = rt(workers);
+            let tally = common::Tally(n.clone());
+            rt.block_on(move || {
+                drop(fiber::spawn(move || {
+                    let _t = tally;
+                    select! {}
+                }));
+                fiber::sleep(Duration::from_millis(10));
+            });
+            drop(rt);
+            n.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        assert_eq!(drops, 1, "{workers} worker(s): the parked fiber's locals dropped once");
+    }
+}
