@@ -52,6 +52,20 @@ fn proven_lock_cycle() {
     drop(rt);
 }
 
+/// `select! {}` (Go's `select {}`) parks forever: with nothing else to
+/// run it is a proven deadlock, named as a select with no arms.
+fn proven_empty_select() {
+    let rt = rt();
+    let msg = expect_deadlock("empty select", || {
+        rt.block_on(|| {
+            let h = fiber::Builder::new().name("idle").spawn(|| numafiber::select! {}).unwrap();
+            fiber::await_fiber(h)
+        })
+    });
+    assert!(msg.contains("\"idle\" [select! with no arms (waits forever)"), "{msg}");
+    drop(rt);
+}
+
 /// A true deadlock after `spawn_blocking`: the pool's helper thread then
 /// idles (for `BLOCKING_KEEP_ALIVE`, 10 s) and must not count as a thread
 /// that could still wake a fiber, so the report comes as fast as without
@@ -227,6 +241,7 @@ fn main() {
     std::panic::set_hook(Box::new(|_| {}));
     let tests: &[(&str, fn())] = &[
         ("proven_lock_cycle", proven_lock_cycle),
+        ("proven_empty_select", proven_empty_select),
         ("proven_after_spawn_blocking", proven_after_spawn_blocking),
         ("proven_with_borrowed_data", proven_with_borrowed_data),
         ("proven_with_a_blocked_thread", proven_with_a_blocked_thread),

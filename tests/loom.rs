@@ -22,7 +22,8 @@
 //!   `Latch::set/wait`);
 //! * a `select`'s one-shot token (`sync::select::{Token, TokenRef}`)
 //!   claimed by senders on two channels against the select's abort, on
-//!   the real queue `Inner`, lock and hand-off cells;
+//!   the real queue `Inner`, lock and hand-off cells; a select parked on a
+//!   send arm against the channel's close (`loom/select_send.rs`);
 //! * the channel's hand-off into a waiting receiver's cell
 //!   (`sync::queue::{Inner, Handoff, Node, Waker}`: push, grant with
 //!   `grant_first_where_then`, signal, remove), with a loom `Mutex` in
@@ -1448,3 +1449,8 @@ fn scope_wait_vs_join_in_task() {
 // Cancellation against a grant (`runtime::cancel`, step 3): `loom/cancel.rs`.
 #[path = "loom/cancel.rs"]
 mod cancel;
+
+// A select parked on a send arm against a close (`sync::select`):
+// `loom/select_send.rs`.
+#[path = "loom/select_send.rs"]
+mod select_send;

@@ -422,3 +422,96 @@ fn boost_channel_interleavings_on_one_worker() {
     // nobody else to run.
     assert_eq!(channel_interleaving(8, 2), vec![1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2], "test_wm_2");
 }
+
+/// Boost.Fiber's `launch::dispatch` tests retold with eager spawns
+/// (`fiber::Builder::eager`: the child runs at once, the spawner waits in
+/// the deque), on one worker. Two places where the order differs from
+/// Boost.Fiber on purpose (`docs/porting-from-cpp.md`, "Boost.Fiber's
+/// dispatch tests"): a woken fiber goes to the wake slot, which runs
+/// before the spawner that waits in the deque (Boost: the spawner was
+/// queued first and runs first), and a receive completes a parked send
+/// itself (Boost wakes the sender, which pushes when it runs). These pin
+/// the sequences the guide shows.
+fn eager(f: impl FnOnce() + Send + 'static) -> fiber::JoinHandle<()> {
+    fiber::Builder::new().eager(true).spawn(f).expect("spawn")
+}
+
+/// `test_condition_variable_dispatch.cpp`, `test_two_waiter_notify_one`:
+/// two waiters, then two notifiers, all dispatched; the spawner reads the
+/// count of woken waiters after each spawn.
+fn condvar_dispatch_two_waiters_notify_one() -> Vec<usize> {
+    let rt = rt(1);
+    rt.block_on(|| {
+        let pair = Arc::new((Mutex::new(()), Condvar::new()));
+        let value = Arc::new(AtomicUsize::new(0));
+        let mut seen = Vec::new();
+        let mut hs = Vec::new();
+        for notifier in [false, false, true, true] {
+            let (pair, v) = (pair.clone(), value.clone());
+            hs.push(eager(move || {
+                let (m, c) = &*pair;
+                if notifier {
+                    c.notify_one();
+                } else {
+                    let g = m.lock();
+                    drop(c.wait(g));
+                    v.fetch_add(1, SeqCst);
+                }
+            }));
+            seen.push(value.load(SeqCst));
+        }
+        for h in hs {
+            h.join().expect("fiber");
+        }
+        seen.push(value.load(SeqCst));
+        seen
+    })
+}
+
+/// `test_buffered_channel_dispatch.cpp`, `test_wm_1`, as
+/// `channel_interleaving` but with both fibers dispatched (eager).
+fn channel_dispatch_interleaving(cap: usize) -> Vec<usize> {
+    let rt = rt(1);
+    let log = Log::default();
+    let l = log.clone();
+    rt.block_on(move || {
+        let (tx, rx) = channel::bounded::<i32>(cap);
+        let lp = l.clone();
+        let producer = eager(move || {
+            for v in 1..=5 {
+                lp.push(1);
+                tx.send(v).expect("consumer alive");
+            }
+            lp.push(1);
+        });
+        let consumer = eager(move || {
+            for v in 1..=5 {
+                l.push(2);
+                assert_eq!(rx.recv().expect("producer sent"), v, "values in order");
+                if v == 1 {
+                    fiber::yield_now();
+                }
+            }
+            l.push(2);
+        });
+        producer.join().expect("producer");
+        consumer.join().expect("consumer");
+    });
+    log.take()
+}
+
+#[test]
+fn boost_dispatch_interleavings_on_one_worker() {
+    // Boost.Fiber: 0, 0, 0, 1, 2 (the spawner was queued before the
+    // woken waiter). Here the waiter woken by each notifier runs from the
+    // wake slot before the spawner, which waits in the deque.
+    assert_eq!(condvar_dispatch_two_waiters_notify_one(), vec![0, 0, 1, 2, 2], "condvar dispatch");
+    // Boost's `buffered_channel(4)` holds 3 values. Boost.Fiber:
+    // 1 1 1 1 2 1 2 2 2 2 1 2 (the consumer finds the channel empty before
+    // the woken producer pushed 5, parks, and the producer ends first).
+    // Here the consumer's receive completes the parked fifth send itself
+    // (the value moves into the buffer, the producer is only woken), so
+    // the consumer never parks and ends before the producer.
+    assert_eq!(channel_dispatch_interleaving(3), vec![1, 1, 1, 1, 2, 1, 2, 2, 2, 2, 2, 1], "test_wm_1, dispatch");
+    assert_eq!(channel_interleaving(3, 1), vec![1, 1, 1, 1, 2, 1, 2, 2, 2, 2, 2, 1], "test_wm_1, post");
+}

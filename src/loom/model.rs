@@ -18,6 +18,8 @@ use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 
 // Cancellation against a grant (`runtime::cancel`): the model's calls.
 mod cancel;
+mod select_send;
+pub use select_send::{SendArmModel, SendArmWaiter};
 
 // ----- idle-worker protocol -----
 
@@ -856,3 +858,4 @@ impl SelectModel {
         unsafe { w.cells[k].take() }
     }
 }
+

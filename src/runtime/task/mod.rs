@@ -335,7 +335,7 @@ pub(crate) mod wait_kind {
     pub(crate) const ONESHOT: u8 = 16;
     pub(crate) const AUTO_EVENT: u8 = 17;
     pub(crate) const JOIN_SET: u8 = 18;
-    /// A blocking `select` (`obj`: its first channel).
+    /// A blocking `select` (`obj`: its first channel; 0 for `select! {}`).
     pub(crate) const SELECT: u8 = 19;
     /// `fiber::sleep` (the object is the deadline, `runtime::dump::deadline_code`):
     /// a timer is armed, so never part of a deadlock.
@@ -368,6 +368,7 @@ pub(crate) mod wait_kind {
             PARK => "fiber::park".to_string(),
             CHAN_RECV => format!("channel receive {obj:#x}"),
             CHAN_SEND => format!("channel send {obj:#x}"),
+            SELECT if obj == 0 => "select! with no arms (waits forever)".to_string(),
             SELECT => format!("select over channels (first: {obj:#x})"),
             // IO, BLOCKING, FUTURE: an outside party (a peer, a helper thread)
             // wakes the fiber: not a deadlock.

@@ -64,9 +64,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod error;
+mod never;
 mod select_ops;
 
 pub use error::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+pub use never::{never, never_sender};
 
 use crate::sync::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
 use crate::sync::select::TokenRef;

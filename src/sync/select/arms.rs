@@ -218,7 +218,10 @@ impl<T> Arm for SendArm<'_, T> {
         // The value was taken by a receiver: the send happened.
     }
     fn gone(&self) -> bool {
-        self.value.is_some() && self.tx.sel_gone()
+        // While registered the value sits in the channel's queue, not in
+        // `value`: the arm still waits then. Only a spent arm (sent, and
+        // not queued) waits for nothing.
+        (self.value.is_some() || self.id.is_some()) && self.tx.sel_gone()
     }
     fn fail(&mut self) {
         if let Some(v) = self.value.take() {

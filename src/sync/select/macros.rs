@@ -14,7 +14,10 @@
 /// ```
 ///
 /// At most one `default` arm. Without one, `select!` waits as long as it
-/// takes. `rx` / `tx` may be a channel end or a reference to one; each is
+/// takes. With no arm at all, `select! {}` waits forever (Go's
+/// `select {}`): its type is `!`, it is a cancellation point (a
+/// [`cancel`](crate::fiber::JoinHandle::cancel) unwinds it), and the
+/// deadlock report names it as a select with no arms. `rx` / `tx` may be a channel end or a reference to one; each is
 /// evaluated once, and so is each send's value, before selecting (as Go).
 /// When several operations are ready, one is chosen at random. Bodies are
 /// expressions followed by a comma, or blocks; the macro's value is the
@@ -113,7 +116,7 @@ macro_rules! __select_parse {
 #[macro_export]
 macro_rules! __select_register {
     ($sel:ident [] [] []) => {
-        ::std::compile_error!("select!: no operation and no `default` arm")
+        $crate::sync::select::__select_forever()
     };
     ($sel:ident [] [] [(now $body:tt)]) => {{
         $body
@@ -121,7 +124,8 @@ macro_rules! __select_register {
     ($sel:ident [] [] [(until $t:tt $body:tt)]) => {{
         match $crate::sync::select::Deadline::deadline($t) {
             ::std::option::Option::Some(d) => $crate::sync::select::__sleep_until(d),
-            ::std::option::Option::None => ::std::panic!("select!: no operation and no deadline"),
+            // A deadline beyond what `Instant` can hold never comes.
+            ::std::option::Option::None => $crate::sync::select::__select_forever(),
         }
         $body
     }};

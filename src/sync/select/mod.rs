@@ -28,7 +28,9 @@
 //!   waits, or every receiver is gone (or the channel closed): then it
 //!   completes with the value back in `Err(SendError(v))`.
 //! - When several operations are ready, one is chosen **uniformly at
-//!   random** (as Go; crossbeam does the same), so no arm starves.
+//!   random** (as Go; crossbeam does the same), so no arm starves. A
+//!   parked select is as random: where several of its operations wait on
+//!   one channel, the one the other side meets first is a random one.
 //! - Otherwise the caller parks (a fiber parks, its worker runs others; a
 //!   thread blocks) until one becomes ready, the deadline of a
 //!   `default(timeout)` / [`Select::select_deadline`] arm passes, or, with a
@@ -46,7 +48,10 @@
 //!    queued entry during this step, so a try that meets a blocked select
 //!    of another fiber (a partner) claims that one's token: one CAS.
 //! 2. *Register.* The select's token is reset to `WAITING` and one entry
-//!    per operation is queued on its channel (`Slot::SelRecv` with a
+//!    per operation is queued on its channel, in the random order of
+//!    step 1 (a granter takes the first entry it meets, so where arms
+//!    share a channel the queue order is the choice: it is random too)
+//!    (`Slot::SelRecv` with a
 //!    pointer to the arm's hand-off cell, or `Slot::SelSend` with the
 //!    value), each under that channel's internal lock. If a channel shows
 //!    under its lock that the operation could complete now (a value, room,
@@ -78,7 +83,10 @@
 //! entry points at them; the entries are removed before the wait returns,
 //! also when it unwinds (a drop guard runs step 4 and hands a value that
 //! was granted during the unwind back to its channel). The loom model
-//! `select_claim_vs_abort` checks steps 3 and 4.
+//! `select_claim_vs_abort` checks steps 3 and 4, and
+//! `select_send_arm_vs_close` a send arm parked across a close (its value
+//! sits in the queue then, so "is the channel over" must look at the
+//! queued entry too).
 //!
 //! # Where it parks
 //!
@@ -371,7 +379,9 @@ impl<'a> Select<'a> {
         if self.arms.is_empty() {
             match deadline {
                 Some(d) => __sleep_until(d),
-                None => panic!("select with no operations and no deadline would wait forever"),
+                // A deadline beyond what `Instant` can hold never comes:
+                // wait forever, as `select! {}`.
+                None => __select_forever(),
             }
             return Err(SelectTimeoutError);
         }
@@ -415,8 +425,9 @@ impl<'a> Select<'a> {
                 self.arms[0].fail();
                 return Some(0);
             }
-            // 2.-4. Register, wait, leave.
-            if let Some(i) = Round::new(&mut self.arms, &self.token).wait(deadline) {
+            // 2.-4. Register (in the random order of this round's try),
+            // wait, leave.
+            if let Some(i) = Round::new(&mut self.arms, &self.token).wait(&self.order, deadline) {
                 return Some(i);
             }
         }
@@ -438,13 +449,20 @@ impl<'s, 'a> Round<'s, 'a> {
         Round { arms, token, finished: false }
     }
 
-    /// Register every arm and park until claimed, the deadline, a close,
-    /// or the caller cannot suspend. `Some(i)`: arm `i` was granted and its
-    /// outcome is stored; `None`: the round was aborted (try again).
+    /// Register every arm, in `order`, and park until claimed, the
+    /// deadline, a close, or the caller cannot suspend. `Some(i)`: arm `i`
+    /// was granted and its outcome is stored; `None`: the round was
+    /// aborted (try again).
+    ///
+    /// The order is the round's random try order: a granter takes the
+    /// first entry of a select it meets in its queue (FIFO), so where
+    /// several arms wait in one queue the order they were queued in is the
+    /// choice among them, and it must be as random as the choice among
+    /// ready arms.
     #[track_caller]
-    fn wait(mut self, deadline: Option<Instant>) -> Option<usize> {
+    fn wait(mut self, order: &[usize], deadline: Option<Instant>) -> Option<usize> {
         let mut ready_now = false;
-        for i in 0..self.arms.len() {
+        for &i in order {
             if self.token.selected().is_some() {
                 break; // claimed through an arm queued already
             }
@@ -611,6 +629,37 @@ fn next_random() -> u64 {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     })
 }
+/// `select! {}`: wait forever (Go's `select {}`). A fiber parks (the
+/// deadlock report calls it a select with no arms; a cancellation unwinds
+/// it), a thread blocks. Not part of the public API.
+///
+/// # Panics
+/// When the calling fiber cannot wait: it is being destroyed by its
+/// runtime's shutdown, or it is unwinding a panic (a destructor that runs
+/// `select! {}`); a panic while unwinding aborts the process, as any.
+#[doc(hidden)]
+#[track_caller]
+pub fn __select_forever() -> ! {
+    /// Clears the wait reason however the wait ends (a cancellation
+    /// unwinds out of the park).
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            crate::runtime::set_wait_reason(crate::runtime::task::wait_kind::NONE, 0);
+        }
+    }
+    let _clear = Clear;
+    loop {
+        assert!(
+            !crate::runtime::current_cannot_suspend(),
+            "select! with no arms cannot wait: the calling fiber is being destroyed by its runtime's shutdown, or is unwinding"
+        );
+        // Object 0: the select has no channel (`wait_kind::describe`).
+        crate::runtime::set_wait_reason(crate::runtime::task::wait_kind::SELECT, 0);
+        crate::runtime::park();
+    }
+}
+
 /// Sleep the caller (fiber or thread) until `deadline`: the `default(..)`
 /// arm of a `select!` with no operation. Not part of the public API.
 #[doc(hidden)]
