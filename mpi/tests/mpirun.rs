@@ -1,0 +1,413 @@
+//! The crate's tests, run under `mpirun`: started by `cargo test`, this
+//! binary re-executes itself as `mpirun -np 2` and `-np 4 --oversubscribe`
+//! (or the rank counts in `NUMAFIBER_MPI_NP`, e.g. `2,4`), and the ranks
+//! run every test in the same order (collectives must match). Without
+//! `mpirun` on the PATH it says so and passes (the core crate's build
+//! never needs MPI). One failing rank makes the job fail; a watchdog turns
+//! a hang into a failure.
+
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use numafiber::{fiber, Runtime};
+use numafiber_mpi::{Comm, Error, Mpi, SystemOperation, ANY};
+
+/// Seconds a whole rank may take before the watchdog fails it.
+const WATCHDOG_SECS: u64 = 240;
+
+fn main() -> ExitCode {
+    if std::env::var_os("OMPI_COMM_WORLD_RANK").is_none() && std::env::var_os("PMI_RANK").is_none() {
+        return launch();
+    }
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(WATCHDOG_SECS));
+        eprintln!("mpirun test: watchdog: a test hung for {WATCHDOG_SECS} s");
+        std::process::exit(3);
+    });
+    let mpi = numafiber_mpi::init().expect("MPI with MPI_THREAD_MULTIPLE");
+    let world = mpi.world();
+    let tests: &[(&str, fn(&Mpi, &Comm))] = &[
+        ("init_twice_is_an_error", init_twice_is_an_error),
+        ("out_of_order_exchange_64_fibers_2_workers", out_of_order_exchange),
+        ("point_to_point_ring", point_to_point_ring),
+        ("wait_any_and_wait_all", wait_any_and_wait_all),
+        ("probe_and_recv_vec", probe_and_recv_vec),
+        ("parked_recv_leaves_the_worker_free", parked_recv_leaves_the_worker_free),
+        ("cancel_parked_recv", cancel_parked_recv),
+        ("cancel_collective_wait", cancel_collective_wait),
+        ("recv_timeout_and_wait_until", recv_timeout_and_wait_until),
+        ("bad_rank_and_truncation_are_errors", bad_rank_and_truncation_are_errors),
+        ("collectives", collectives),
+        ("all_waiting_on_mpi_is_no_deadlock", all_waiting_on_mpi_is_no_deadlock),
+        ("plain_thread_waits", plain_thread_waits),
+    ];
+    let filter = std::env::var("NUMAFIBER_MPI_TEST").ok();
+    let mut ran = 0;
+    for (name, t) in tests {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let t0 = Instant::now();
+        t(&mpi, &world);
+        world.barrier().expect("barrier between tests");
+        assert_eq!(mpi.pending(), 0, "{name}: requests left pending");
+        if world.rank() == 0 {
+            println!("test {name} (np {}) ... ok ({:.2?})", world.size(), t0.elapsed());
+        }
+        ran += 1;
+    }
+    if world.rank() == 0 {
+        println!("np {}: {ran} passed, 0 failed", world.size());
+    }
+    ExitCode::SUCCESS
+}
+
+/// Re-run this binary under `mpirun` for each rank count.
+fn launch() -> ExitCode {
+    let exe = std::env::current_exe().expect("own path");
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        println!("mpirun not found: the MPI tests are skipped (scripts/mpi-test.sh installs Open MPI)");
+        println!("0 passed, 0 failed, 1 skipped");
+        return ExitCode::SUCCESS;
+    }
+    let nps = std::env::var("NUMAFIBER_MPI_NP").unwrap_or_else(|_| "2,4".into());
+    let (mut passed, mut failed) = (0, 0);
+    for np in nps.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let status = Command::new("mpirun")
+            .args(["-np", np, "--oversubscribe"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .arg(&exe)
+            .status()
+            .expect("run mpirun");
+        if status.success() {
+            passed += 1;
+        } else {
+            eprintln!("mpirun -np {np}: {status}");
+            failed += 1;
+        }
+    }
+    println!("mpirun jobs: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().expect("runtime")
+}
+
+/// This rank's partner in pairwise tests (`None` for the odd one out).
+fn partner(w: &Comm) -> Option<i32> {
+    let p = w.rank() ^ 1;
+    (p < w.size()).then_some(p)
+}
+
+fn init_twice_is_an_error(_: &Mpi, _: &Comm) {
+    assert_eq!(numafiber_mpi::init().unwrap_err(), numafiber_mpi::InitError::AlreadyInitialized);
+}
+
+/// Each rank of a pair runs 64 fibers on 2 workers. On the even rank fiber
+/// `i` sends a 256 KiB message with tag `i`, then receives tag `i`; on the
+/// odd rank fiber `i` receives tag `63 - i` first, then sends it back. The
+/// messages are above Open MPI's eager limits, so a send completes only
+/// once matched: with one blocking thread per worker, the even rank's two
+/// threads sit in sends of tags 0 and 1 while the odd rank's sit in
+/// receives of tags 63 and 62, and nobody moves. Parked fibers complete it.
+fn out_of_order_exchange(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else { return };
+    const FIBERS: i32 = 64;
+    const LEN: usize = 32 * 1024; // u64s: 256 KiB
+    let even = w.rank() % 2 == 0;
+    let w = w.clone();
+    let sum = rt(2).block_on(move || {
+        let hs: Vec<_> = (0..FIBERS)
+            .map(|i| {
+                let w = w.clone();
+                fiber::spawn(move || {
+                    let tag = if even { i } else { FIBERS - 1 - i };
+                    let mut buf = vec![0u64; LEN];
+                    if even {
+                        w.send(&vec![tag as u64; LEN], peer, tag).unwrap();
+                        w.recv(&mut buf, peer, tag).unwrap();
+                    } else {
+                        w.recv(&mut buf, peer, tag).unwrap();
+                        w.send(&buf, peer, tag).unwrap();
+                    }
+                    assert!(buf.iter().all(|&v| v == tag as u64), "tag {tag}: wrong contents");
+                    buf[0]
+                })
+            })
+            .collect();
+        hs.into_iter().map(fiber::await_fiber).sum::<u64>()
+    });
+    assert_eq!(sum, (0..FIBERS as u64).sum::<u64>());
+}
+
+/// Every rank sends to the next and receives from the previous, with
+/// blocking send/recv in separate fibers and with sendrecv.
+fn point_to_point_ring(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let (me, n) = (w.rank(), w.size());
+        let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+        let w2 = w.clone();
+        let r = fiber::spawn(move || {
+            let mut b = [0i32; 3];
+            let st = w2.recv(&mut b, prev, 1).unwrap();
+            (b, st)
+        });
+        w.send(&[me, me, me], next, 1).unwrap();
+        let (b, st) = fiber::await_fiber(r);
+        assert_eq!((b, st.source, st.tag, st.count), ([prev; 3], prev, 1, 3));
+        let mut got = [0.0f64; 2];
+        let st = w.sendrecv(&[me as f64, 0.5], next, 2, &mut got, ANY, ANY).unwrap();
+        assert_eq!((got, st.source, st.tag), ([prev as f64, 0.5], prev, 2));
+    });
+}
+
+fn wait_any_and_wait_all(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let (me, n) = (w.rank(), w.size());
+        let mut recvs: Vec<_> = (0..n).filter(|&r| r != me).map(|r| w.irecv(vec![0i32; 2], r, 10).unwrap()).collect();
+        let sends: Vec<_> = (0..n).filter(|&r| r != me).map(|r| w.isend(vec![me, r], r, 10).unwrap()).collect();
+        let mut seen = Vec::new();
+        while let Some((_, r)) = numafiber_mpi::wait_any(&mut recvs) {
+            let (buf, st) = r.unwrap();
+            assert_eq!(buf, vec![st.source, me]);
+            seen.push(st.source);
+        }
+        seen.sort();
+        assert_eq!(seen, (0..n).filter(|&r| r != me).collect::<Vec<_>>());
+        for r in numafiber_mpi::wait_all(sends) {
+            r.unwrap();
+        }
+        assert!(numafiber_mpi::wait_any::<Vec<i32>>(&mut Vec::new()).is_none());
+    });
+}
+
+fn probe_and_recv_vec(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else { return };
+    let w = w.clone();
+    rt(2).block_on(move || {
+        w.send(&vec![7u16; 100 + w.rank() as usize], peer, 20).unwrap();
+        let st = w.probe::<u16>(peer, 20).unwrap();
+        assert_eq!((st.source, st.count), (peer, 100 + peer as usize));
+        let mut b = vec![0u16; st.count];
+        w.recv(&mut b, st.source, st.tag).unwrap();
+        w.send(&[1u8, 2, 3], peer, 21).unwrap();
+        let (v, st) = w.recv_vec::<u8>(ANY, 21).unwrap();
+        assert_eq!((v, st.source), (vec![1, 2, 3], peer));
+        let none = w.probe_until::<u8>(ANY.into(), 22.into(), Some(Instant::now() + Duration::from_millis(20))).unwrap();
+        assert!(none.is_none());
+    });
+}
+
+/// On one worker, a fiber parked in a receive leaves the worker to the
+/// others: a counting fiber finishes while the receive still waits.
+fn parked_recv_leaves_the_worker_free(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else { return };
+    let w = w.clone();
+    rt(1).block_on(move || {
+        let w2 = w.clone();
+        let r = fiber::spawn(move || {
+            let mut b = [0u8];
+            w2.recv(&mut b, peer, 30).unwrap();
+            b[0]
+        });
+        let counted = Arc::new(AtomicUsize::new(0));
+        let c2 = counted.clone();
+        let counter = fiber::spawn(move || {
+            for _ in 0..10 {
+                fiber::sleep(Duration::from_millis(2));
+                c2.fetch_add(1, SeqCst);
+            }
+        });
+        fiber::await_fiber(counter);
+        assert_eq!(counted.load(SeqCst), 10);
+        assert!(!r.is_finished(), "the receive cannot have completed: nothing was sent yet");
+        // Both ranks are past their counters: now send.
+        w.barrier().unwrap();
+        w.send(&[5u8], peer, 30).unwrap();
+        assert_eq!(fiber::await_fiber(r), 5);
+    });
+}
+
+/// A fiber parked in a receive is cancelled: the receive is cancelled
+/// (`MPI_Cancel`) and completes before the fiber unwinds; a later message
+/// with the same tag goes to the next receive, not to the cancelled one.
+fn cancel_parked_recv(mpi: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else {
+        w.barrier().unwrap();
+        return;
+    };
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let w2 = w.clone();
+        let h = fiber::spawn(move || {
+            let mut b = vec![0u32; 16];
+            w2.recv(&mut b, peer, 40).unwrap();
+            unreachable!("nothing was sent before the cancellation");
+        });
+        while numafiber_mpi::pending() == 0 {
+            fiber::yield_now();
+        }
+        fiber::sleep(Duration::from_millis(5));
+        h.cancel();
+        assert!(h.join().unwrap_err().is_cancelled());
+        assert_eq!(numafiber_mpi::pending(), 0, "the cancelled receive completed before the fiber unwound");
+        w.barrier().unwrap();
+        w.send(&[9u32], peer, 40).unwrap();
+        let mut b = [0u32];
+        w.recv(&mut b, peer, 40).unwrap();
+        assert_eq!(b[0], 9);
+    });
+    assert_eq!(mpi.pending(), 0);
+}
+
+/// A fiber cancelled while in a barrier unwinds once the barrier completes
+/// (MPI cannot cancel a collective), not before, and leaves nothing pending.
+fn cancel_collective_wait(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        if w.rank() == 0 {
+            fiber::sleep(Duration::from_millis(50));
+            w.barrier().unwrap();
+        } else {
+            let w2 = w.clone();
+            let h = fiber::spawn(move || {
+                w2.barrier().unwrap();
+                fiber::yield_now();
+            });
+            fiber::sleep(Duration::from_millis(10));
+            h.cancel();
+            assert!(h.join().unwrap_err().is_cancelled());
+            // It unwound only once the barrier completed (rank 0 joined).
+            assert_eq!(numafiber_mpi::pending(), 0);
+        }
+    });
+}
+
+fn recv_timeout_and_wait_until(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let t = Instant::now();
+        let mut b = [0u8; 4];
+        let e = w.recv_timeout(&mut b, ANY, 50, Duration::from_millis(30)).unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        let r = w.irecv(vec![0u8; 4], ANY, 51).unwrap();
+        assert!(!r.wait_until(Instant::now() + Duration::from_millis(20)));
+        assert!(matches!(r.cancel(), Err(Error::Cancelled { .. })));
+        // A message that arrives in time is received.
+        if let Some(peer) = partner(&w) {
+            w.send(&[1u8, 2, 3, 4], peer, 52).unwrap();
+            let st = w.recv_timeout(&mut b, peer, 52, Duration::from_secs(30)).unwrap();
+            assert_eq!((b, st.count), ([1, 2, 3, 4], 4));
+        }
+    });
+}
+
+/// A bad rank, a negative tag and a truncated message are error values on
+/// the rank that made them; the other ranks' fibers go on.
+fn bad_rank_and_truncation_are_errors(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let n = w.size();
+        let e = w.send(&[1u8], n, 0).unwrap_err();
+        assert!(matches!(e, Error::BadRank { rank, size, .. } if rank == n && size == n), "{e}");
+        assert!(e.to_string().contains("not in this communicator"), "{e}");
+        assert!(matches!(w.recv(&mut [0u8], -3, 0), Err(Error::BadRank { rank: -3, .. })));
+        assert!(matches!(w.isend(vec![0u8], 0, -1), Err(Error::BadTag { tag: -1, .. })));
+        assert!(matches!(w.broadcast(&mut [0u8], n + 1), Err(Error::BadRank { .. })));
+        assert!(matches!(w.all_reduce(&[1i32, 2], &mut [0i32], SystemOperation::sum()), Err(Error::BadLength { .. })));
+        if let Some(peer) = partner(&w) {
+            w.send(&[1u32; 8], peer, 60).unwrap();
+            let mut small = [0u32; 4];
+            let e = w.recv(&mut small, peer, 60).unwrap_err();
+            assert!(e.is_truncated(), "{e}");
+        }
+    });
+}
+
+fn collectives(_: &Mpi, w: &Comm) {
+    let w = w.clone();
+    rt(2).block_on(move || {
+        let (me, n) = (w.rank(), w.size());
+        let nu = n as usize;
+        w.barrier().unwrap();
+        w.ibarrier().unwrap().wait().unwrap();
+        let mut b = [if me == 1 % n { 77u64 } else { 0 }; 3];
+        w.broadcast(&mut b, 1 % n).unwrap();
+        assert_eq!(b, [77; 3]);
+        let mut sum = [0i64; 2];
+        w.reduce(&[me as i64, 1], (me == 0).then_some(&mut sum[..]), SystemOperation::sum(), 0).unwrap();
+        if me == 0 {
+            assert_eq!(sum, [(0..n as i64).sum(), n as i64]);
+        }
+        let mut max = [0i32];
+        w.all_reduce(&[me], &mut max, SystemOperation::max()).unwrap();
+        assert_eq!(max[0], n - 1);
+        let mut all = vec![0i32; 2 * nu];
+        let root = n - 1;
+        w.gather(&[me, -me], (me == root).then_some(&mut all[..]), root).unwrap();
+        if me == root {
+            assert_eq!(all, (0..n).flat_map(|r| [r, -r]).collect::<Vec<_>>());
+        }
+        let mut everyone = vec![0i32; nu];
+        w.all_gather(&[me * 10], &mut everyone).unwrap();
+        assert_eq!(everyone, (0..n).map(|r| r * 10).collect::<Vec<_>>());
+        let src: Vec<i32> = (0..n).map(|r| r + 100).collect();
+        let mut mine = [0i32];
+        w.scatter((me == 0).then_some(&src[..]), &mut mine, 0).unwrap();
+        assert_eq!(mine[0], me + 100);
+        let send: Vec<i32> = (0..n).map(|r| me * 1000 + r).collect();
+        let mut recv = vec![0i32; nu];
+        w.all_to_all(&send, &mut recv).unwrap();
+        assert_eq!(recv, (0..n).map(|r| r * 1000 + me).collect::<Vec<_>>());
+        // Collectives from several fibers, one at a time (MPI needs them in
+        // the same order on every rank).
+        for _ in 0..8 {
+            let w = w.clone();
+            let h = fiber::spawn(move || {
+                let mut s = [0i32];
+                w.all_reduce(&[1], &mut s, SystemOperation::sum()).unwrap();
+                s[0]
+            });
+            assert_eq!(fiber::await_fiber(h), n);
+        }
+    });
+}
+
+/// The `block_on` fiber and every other fiber wait on MPI for a while (the
+/// peer sleeps before it sends): the deadlock detector must not fire.
+fn all_waiting_on_mpi_is_no_deadlock(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else { return };
+    let w = w.clone();
+    let even = w.rank() % 2 == 0;
+    rt(2).block_on(move || {
+        let mut b = [0u8];
+        if even {
+            w.recv(&mut b, peer, 70).unwrap();
+            w.send(&[2u8], peer, 71).unwrap();
+        } else {
+            fiber::sleep(Duration::from_millis(300)); // a slow peer
+            w.send(&[1u8], peer, 70).unwrap();
+            w.recv(&mut b, peer, 71).unwrap();
+        }
+    });
+}
+
+/// Outside any runtime a plain thread's wait drives progress itself.
+fn plain_thread_waits(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else { return };
+    let r = w.irecv(vec![0u16; 2], peer, 80).unwrap();
+    w.send(&[3u16, 4], peer, 80).unwrap();
+    assert_eq!(r.wait().unwrap().0, vec![3, 4]);
+}
