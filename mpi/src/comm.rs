@@ -312,7 +312,7 @@ impl Comm {
     /// world.recv(&mut buf, st.source, st.tag).unwrap();
     /// ```
     pub fn probe<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>) -> Result<Status, Error> {
-        self.probe_until::<E>(src.into(), tag.into(), None)?.ok_or(Error::Timeout { op: "probe" })
+        self.probe_until::<E>(src, tag, None)?.ok_or(Error::Timeout { op: "probe" })
     }
 
     /// [`probe`](Comm::probe) that gives up at `deadline` (`Ok(None)`).
@@ -324,7 +324,8 @@ impl Comm {
     /// let st = mpi.world().probe_until::<u8>(numafiber_mpi::ANY, 77, Some(d)).unwrap();
     /// assert!(st.is_none());
     /// ```
-    pub fn probe_until<E: Equivalence>(&self, src: Match, tag: Match, deadline: Option<Instant>) -> Result<Option<Status>, Error> {
+    pub fn probe_until<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>, deadline: Option<Instant>) -> Result<Option<Status>, Error> {
+        let (src, tag) = (src.into(), tag.into());
         let last = Instant::now();
         let mut backoff = MIN_BACKOFF;
         loop {

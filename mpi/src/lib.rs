@@ -105,7 +105,7 @@ use mpi::topology::Communicator;
 
 pub use crate::comm::{Comm, Match, ANY};
 pub use crate::error::{Error, InitError};
-pub use crate::request::{wait_all, wait_any, Request};
+pub use crate::request::{wait_all, wait_any, Completed, Request};
 pub use crate::status::Status;
 pub use mpi::collective::SystemOperation;
 pub use mpi::datatype::Equivalence;

@@ -9,6 +9,10 @@ use crate::engine::{self, RawStatus};
 use crate::op::Op;
 use crate::{Error, Status};
 
+/// What waiting for a [`Request`] gives: its buffer and status, or the
+/// error it completed with.
+pub type Completed<T> = Result<(T, Status), Error>;
+
 /// An MPI operation in flight (from [`Comm::isend`](crate::Comm::isend),
 /// [`Comm::irecv`](crate::Comm::irecv), [`Comm::ibarrier`](crate::Comm::ibarrier)),
 /// owning its buffer `T` until it completes.
@@ -71,7 +75,7 @@ impl<T> Request<T> {
     /// let (buf, _st) = mpi.world().isend(vec![1u8], 0, 0).unwrap().wait().unwrap();
     /// # let _ = buf;
     /// ```
-    pub fn wait(self) -> Result<(T, Status), Error> {
+    pub fn wait(self) -> Completed<T> {
         let r = self.op.wait(None).unwrap_or_else(|_| unreachable!("no deadline"));
         self.into_result(r)
     }
@@ -102,12 +106,12 @@ impl<T> Request<T> {
     /// let r = mpi.world().irecv(vec![0u8; 1], numafiber_mpi::ANY, 42).unwrap();
     /// assert!(matches!(r.cancel(), Err(numafiber_mpi::Error::Cancelled { .. })));
     /// ```
-    pub fn cancel(self) -> Result<(T, Status), Error> {
+    pub fn cancel(self) -> Completed<T> {
         let r = self.op.finish();
         self.into_result(r)
     }
 
-    fn into_result(self, r: Result<RawStatus, std::ffi::c_int>) -> Result<(T, Status), Error> {
+    fn into_result(self, r: Result<RawStatus, std::ffi::c_int>) -> Completed<T> {
         let Request { op, payload, status_of } = self;
         let st = op.result(r)?;
         drop(op);
@@ -133,7 +137,7 @@ impl<T> std::fmt::Debug for Request<T> {
 ///     r.unwrap();
 /// }
 /// ```
-pub fn wait_all<T>(reqs: Vec<Request<T>>) -> Vec<Result<(T, Status), Error>> {
+pub fn wait_all<T>(reqs: Vec<Request<T>>) -> Vec<Completed<T>> {
     reqs.into_iter().map(Request::wait).collect()
 }
 
@@ -149,7 +153,7 @@ pub fn wait_all<T>(reqs: Vec<Request<T>>) -> Vec<Result<(T, Status), Error>> {
 ///     println!("request {i}: {:?}", r.map(|(_, st)| st.tag));
 /// }
 /// ```
-pub fn wait_any<T>(reqs: &mut Vec<Request<T>>) -> Option<(usize, Result<(T, Status), Error>)> {
+pub fn wait_any<T>(reqs: &mut Vec<Request<T>>) -> Option<(usize, Completed<T>)> {
     if reqs.is_empty() {
         return None;
     }

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use numafiber::{fiber, Runtime};
 use numafiber_mpi::{Comm, Error, Mpi, SystemOperation, ANY};
 
+/// One test: every rank runs it with the same arguments.
+type Test = fn(&Mpi, &Comm);
+
 /// Seconds a whole rank may take before the watchdog fails it.
 const WATCHDOG_SECS: u64 = 240;
 
@@ -28,7 +31,7 @@ fn main() -> ExitCode {
     });
     let mpi = numafiber_mpi::init().expect("MPI with MPI_THREAD_MULTIPLE");
     let world = mpi.world();
-    let tests: &[(&str, fn(&Mpi, &Comm))] = &[
+    let tests: &[(&str, Test)] = &[
         ("init_twice_is_an_error", init_twice_is_an_error),
         ("out_of_order_exchange_64_fibers_2_workers", out_of_order_exchange),
         ("point_to_point_ring", point_to_point_ring),
@@ -204,7 +207,7 @@ fn probe_and_recv_vec(_: &Mpi, w: &Comm) {
         w.send(&[1u8, 2, 3], peer, 21).unwrap();
         let (v, st) = w.recv_vec::<u8>(ANY, 21).unwrap();
         assert_eq!((v, st.source), (vec![1, 2, 3], peer));
-        let none = w.probe_until::<u8>(ANY.into(), 22.into(), Some(Instant::now() + Duration::from_millis(20))).unwrap();
+        let none = w.probe_until::<u8>(ANY, 22, Some(Instant::now() + Duration::from_millis(20))).unwrap();
         assert!(none.is_none());
     });
 }
