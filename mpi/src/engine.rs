@@ -19,6 +19,9 @@
 //!   [`SPIN_FOR`] without a completion parks with a timeout that doubles up
 //!   to [`MAX_BACKOFF`]. A submission unparks it. With no request pending
 //!   the poller fiber ends, so an idle rank costs no CPU.
+//! * A fiber about to park on a request first runs one pass itself if no
+//!   one else is polling (`Engine::try_pass`): a send that completes at
+//!   once (an eager message) returns without a park.
 //! * A plain thread (no fiber) that waits drives the passes itself when no
 //!   progress fiber runs.
 
@@ -254,8 +257,10 @@ impl Engine {
                 if p.reqs.is_empty() {
                     let mut inc = self.incoming();
                     if inc.reqs.is_empty() {
-                        // Nothing pending: end. A later submission spawns a
-                        // new poller (it sees `poller_running == false`).
+                        // Nothing pending: end (a poller that stayed would
+                        // spin or take timer wake-ups from the fibers). A
+                        // later submission spawns a new one (it sees
+                        // `poller_running == false`).
                         inc.poller_running = false;
                         inc.poller = None;
                         return;

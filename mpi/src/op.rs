@@ -58,6 +58,9 @@ impl Op {
         let e = engine::engine();
         let in_fiber = fiber::current_handle().is_some();
         if in_fiber {
+            if !self.c.is_done() {
+                e.try_pass(); // completes at once? then no park
+            }
             e.ensure_poller();
         }
         loop {
