@@ -19,14 +19,17 @@ type Test = fn(&Mpi, &Comm);
 
 /// Seconds a whole rank may take before the watchdog fails it.
 const WATCHDOG_SECS: u64 = 240;
+/// The watchdog with NUMAFIBER_MPI_BLOCKING set (the exchange hangs).
+const BLOCKING_WATCHDOG_SECS: u64 = 20;
 
 fn main() -> ExitCode {
     if std::env::var_os("OMPI_COMM_WORLD_RANK").is_none() && std::env::var_os("PMI_RANK").is_none() {
         return launch();
     }
     std::thread::spawn(|| {
-        std::thread::sleep(Duration::from_secs(WATCHDOG_SECS));
-        eprintln!("mpirun test: watchdog: a test hung for {WATCHDOG_SECS} s");
+        let secs = if std::env::var_os("NUMAFIBER_MPI_BLOCKING").is_some() { BLOCKING_WATCHDOG_SECS } else { WATCHDOG_SECS };
+        std::thread::sleep(Duration::from_secs(secs));
+        eprintln!("mpirun test: watchdog: a test hung for {secs} s");
         std::process::exit(3);
     });
     let mpi = numafiber_mpi::init().expect("MPI with MPI_THREAD_MULTIPLE");
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         ("collectives", collectives),
         ("all_waiting_on_mpi_is_no_deadlock", all_waiting_on_mpi_is_no_deadlock),
         ("plain_thread_waits", plain_thread_waits),
+        ("workers_land_on_the_ranks_pus", workers_land_on_the_ranks_pus),
     ];
     let filter = std::env::var("NUMAFIBER_MPI_TEST").ok();
     let mut ran = 0;
@@ -75,21 +79,33 @@ fn launch() -> ExitCode {
         println!("0 passed, 0 failed, 1 skipped");
         return ExitCode::SUCCESS;
     }
+    let mut jobs: Vec<(String, Vec<&str>, Vec<(&str, &str)>)> = Vec::new();
     let nps = std::env::var("NUMAFIBER_MPI_NP").unwrap_or_else(|_| "2,4".into());
-    let (mut passed, mut failed) = (0, 0);
     for np in nps.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        jobs.push((np.to_string(), vec!["--oversubscribe"], vec![]));
+    }
+    // One rank per core, bound (the one-rank-per-NUMA-node recipe's
+    // mechanism on a machine of one node): each rank's workers must land
+    // on its own PUs.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if std::env::var_os("NUMAFIBER_MPI_NP").is_none() && cpus >= 2 {
+        jobs.push(("2".into(), vec!["--map-by", "core", "--bind-to", "core"], vec![("NUMAFIBER_MPI_BIND", "core"), ("NUMAFIBER_MPI_TEST", "workers_land")]));
+    }
+    let (mut passed, mut failed) = (0, 0);
+    for (np, args, envs) in jobs {
         let status = Command::new("mpirun")
-            .args(["-np", np, "--oversubscribe"])
+            .args(["-np", &np])
+            .args(&args)
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .envs(envs)
             .arg(&exe)
             .status()
             .expect("run mpirun");
         if status.success() {
             passed += 1;
         } else {
-            eprintln!("mpirun -np {np}: {status}");
+            eprintln!("mpirun -np {np} {}: {status}", args.join(" "));
             failed += 1;
         }
     }
@@ -127,6 +143,10 @@ fn out_of_order_exchange(_: &Mpi, w: &Comm) {
     const FIBERS: i32 = 64;
     const LEN: usize = 32 * 1024; // u64s: 256 KiB
     let even = w.rank() % 2 == 0;
+    // NUMAFIBER_MPI_BLOCKING=1: the same exchange with MPI's blocking calls
+    // (what a fiber without this crate would do); it hangs, and the
+    // watchdog fails the job. Shows that the test can fail.
+    let blocking = std::env::var_os("NUMAFIBER_MPI_BLOCKING").is_some();
     let w = w.clone();
     let sum = rt(2).block_on(move || {
         let hs: Vec<_> = (0..FIBERS)
@@ -135,7 +155,9 @@ fn out_of_order_exchange(_: &Mpi, w: &Comm) {
                 fiber::spawn(move || {
                     let tag = if even { i } else { FIBERS - 1 - i };
                     let mut buf = vec![0u64; LEN];
-                    if even {
+                    if blocking {
+                        blocking_exchange(even, &mut buf, peer, tag);
+                    } else if even {
                         w.send(&vec![tag as u64; LEN], peer, tag).unwrap();
                         w.recv(&mut buf, peer, tag).unwrap();
                     } else {
@@ -413,4 +435,54 @@ fn plain_thread_waits(_: &Mpi, w: &Comm) {
     let r = w.irecv(vec![0u16; 2], peer, 80).unwrap();
     w.send(&[3u16, 4], peer, 80).unwrap();
     assert_eq!(r.wait().unwrap().0, vec![3, 4]);
+}
+
+/// The runtime's workers are one per PU of the rank's CPU affinity (as
+/// `mpirun --bind-to` set it), each on one of those PUs; bound one rank per
+/// core (`NUMAFIBER_MPI_BIND=core`), the ranks' PUs are disjoint.
+fn workers_land_on_the_ranks_pus(_: &Mpi, w: &Comm) {
+    let allowed = numafiber::topology::allowed_cpus();
+    let rt = Runtime::new().expect("runtime");
+    assert_eq!(rt.workers(), allowed.len(), "one worker per PU the rank may use ({allowed:?})");
+    let n = rt.workers();
+    let cpus: Vec<usize> = rt.block_on(move || {
+        let hs: Vec<_> = (0..n).map(|i| fiber::Builder::new().worker(i).pinned(true).spawn(|| numafiber::topology::current_cpu()).unwrap()).collect();
+        hs.into_iter().map(|h| fiber::await_fiber(h).expect("sched_getcpu")).collect()
+    });
+    for c in &cpus {
+        assert!(allowed.contains(c), "a worker runs on cpu {c}, outside the rank's {allowed:?}");
+    }
+    let mut firsts = vec![0i32; w.size() as usize];
+    w.all_gather(&[allowed[0] as i32], &mut firsts).unwrap();
+    if std::env::var("NUMAFIBER_MPI_BIND").as_deref() == Ok("core") {
+        assert_eq!(allowed.len(), 1, "bound to a core, the rank may use one PU");
+        let mut d = firsts.clone();
+        d.sort();
+        d.dedup();
+        assert_eq!(d.len(), firsts.len(), "ranks bound to distinct cores: {firsts:?}");
+    }
+}
+
+/// `out_of_order_exchange` with `MPI_Send` / `MPI_Recv`, which hold the
+/// worker thread while they wait.
+fn blocking_exchange(even: bool, buf: &mut [u64], peer: i32, tag: i32) {
+    use mpi::ffi;
+    use mpi::raw::AsRaw;
+    use mpi::traits::Equivalence;
+    let n = buf.len() as i32;
+    let dt = u64::equivalent_datatype().as_raw();
+    let out = vec![tag as u64; buf.len()];
+    // SAFETY: valid buffers of `n` u64s, the world communicator, MPI
+    // initialised with MPI_THREAD_MULTIPLE.
+    unsafe {
+        let world = ffi::RSMPI_COMM_WORLD;
+        let st = ffi::RSMPI_STATUS_IGNORE;
+        if even {
+            ffi::MPI_Send(out.as_ptr().cast(), n, dt, peer, tag, world);
+            ffi::MPI_Recv(buf.as_mut_ptr().cast(), n, dt, peer, tag, world, st);
+        } else {
+            ffi::MPI_Recv(buf.as_mut_ptr().cast(), n, dt, peer, tag, world, st);
+            ffi::MPI_Send(buf.as_ptr().cast(), n, dt, peer, tag, world);
+        }
+    }
 }
