@@ -21,6 +21,7 @@ type Start<'a> = &'a mut dyn FnMut(*mut ffi::MPI_Request) -> c_int;
 
 impl Comm {
     /// Start a collective with `start`, and wait for it (parking).
+    #[track_caller]
     fn collective(&self, op: &'static str, start: Start<'_>) -> Result<(), Error> {
         let pending = self.start_collective(op, start)?;
         complete(&pending, None).map(|_| ())
@@ -46,6 +47,7 @@ impl Comm {
     /// let mpi = numafiber_mpi::init().unwrap();
     /// mpi.world().barrier().unwrap();
     /// ```
+    #[track_caller]
     pub fn barrier(&self) -> Result<(), Error> {
         let comm = self.raw.0;
         // SAFETY: a valid communicator; MPI fills the request.
@@ -78,6 +80,7 @@ impl Comm {
     /// w.broadcast(&mut v, 0).unwrap();
     /// assert_eq!(v[0], 42);
     /// ```
+    #[track_caller]
     pub fn broadcast<E: Equivalence>(&self, buf: &mut [E], root: i32) -> Result<(), Error> {
         let op = "broadcast";
         self.check_root(op, root)?;
@@ -100,6 +103,7 @@ impl Comm {
     /// let out = (w.rank() == 0).then_some(&mut sum[..]);
     /// w.reduce(&[w.rank()], out, SystemOperation::sum(), 0).unwrap();
     /// ```
+    #[track_caller]
     pub fn reduce<E: Equivalence>(&self, send: &[E], recv: Option<&mut [E]>, op: impl Operation, root: i32) -> Result<(), Error> {
         let what = "reduce";
         self.check_root(what, root)?;
@@ -126,6 +130,7 @@ impl Comm {
     /// w.all_reduce(&[w.rank()], &mut max, SystemOperation::max()).unwrap();
     /// assert_eq!(max[0], w.size() - 1);
     /// ```
+    #[track_caller]
     pub fn all_reduce<E: Equivalence>(&self, send: &[E], recv: &mut [E], op: impl Operation) -> Result<(), Error> {
         let what = "all_reduce";
         if recv.len() != send.len() {
@@ -147,6 +152,7 @@ impl Comm {
     /// let out = (w.rank() == 0).then_some(&mut all[..]);
     /// w.gather(&[w.rank()], out, 0).unwrap();
     /// ```
+    #[track_caller]
     pub fn gather<E: Equivalence>(&self, send: &[E], recv: Option<&mut [E]>, root: i32) -> Result<(), Error> {
         let what = "gather";
         self.check_root(what, root)?;
@@ -166,6 +172,7 @@ impl Comm {
     /// let mut all = vec![0i32; w.size() as usize];
     /// w.all_gather(&[w.rank()], &mut all).unwrap();
     /// ```
+    #[track_caller]
     pub fn all_gather<E: Equivalence>(&self, send: &[E], recv: &mut [E]) -> Result<(), Error> {
         let what = "all_gather";
         let n = count(what, send.len())?;
@@ -186,6 +193,7 @@ impl Comm {
     /// w.scatter((w.rank() == 0).then_some(&all[..]), &mut mine, 0).unwrap();
     /// assert_eq!(mine[0], w.rank());
     /// ```
+    #[track_caller]
     pub fn scatter<E: Equivalence>(&self, send: Option<&[E]>, recv: &mut [E], root: i32) -> Result<(), Error> {
         let what = "scatter";
         self.check_root(what, root)?;
@@ -213,6 +221,7 @@ impl Comm {
     /// let mut recv = vec![0i32; w.size() as usize];
     /// w.all_to_all(&send, &mut recv).unwrap();
     /// ```
+    #[track_caller]
     pub fn all_to_all<E: Equivalence>(&self, send: &[E], recv: &mut [E]) -> Result<(), Error> {
         let what = "all_to_all";
         let size = self.size as usize;

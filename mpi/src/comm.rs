@@ -93,6 +93,7 @@ pub(crate) fn null_request() -> ffi::MPI_Request {
 /// Wait for `op` (with an optional deadline); a receive whose deadline
 /// passes is cancelled and waited for ([`Error::Timeout`] unless it matched
 /// in the meantime).
+#[track_caller]
 pub(crate) fn complete(op: &Op, deadline: Option<Instant>) -> Result<RawStatus, Error> {
     match op.wait(deadline) {
         Ok(r) => op.result(r),
@@ -191,6 +192,7 @@ impl Comm {
     ///     world.send(&[1.0f64, 2.0], 1, 0).unwrap();
     /// }
     /// ```
+    #[track_caller]
     pub fn send<E: Equivalence>(&self, buf: &[E], dest: i32, tag: i32) -> Result<(), Error> {
         let op = self.start_send("send", buf.as_ptr(), buf.len(), dest, tag)?;
         complete(&op, None).map(|_| ())
@@ -211,6 +213,7 @@ impl Comm {
     /// let st = world.recv(&mut buf, 0, numafiber_mpi::ANY).unwrap();
     /// assert_eq!(st.source, 0);
     /// ```
+    #[track_caller]
     pub fn recv<E: Equivalence>(&self, buf: &mut [E], src: impl Into<Match>, tag: impl Into<Match>) -> Result<Status, Error> {
         let op = self.start_recv("recv", buf.as_mut_ptr(), buf.len(), src.into(), tag.into())?;
         complete(&op, None).map(|st| Status::of::<E>(&st))
@@ -227,6 +230,7 @@ impl Comm {
     /// let r = mpi.world().recv_timeout(&mut buf, numafiber_mpi::ANY, 99, Duration::from_millis(10));
     /// assert!(r.unwrap_err().is_timeout());
     /// ```
+    #[track_caller]
     pub fn recv_timeout<E: Equivalence>(&self, buf: &mut [E], src: impl Into<Match>, tag: impl Into<Match>, timeout: Duration) -> Result<Status, Error> {
         let deadline = Instant::now() + timeout;
         let op = self.start_recv("recv_timeout", buf.as_mut_ptr(), buf.len(), src.into(), tag.into())?;
@@ -244,6 +248,7 @@ impl Comm {
     /// let mut got = [0i32];
     /// world.sendrecv(&[world.rank()], peer, 5, &mut got, from, 5).unwrap();
     /// ```
+    #[track_caller]
     pub fn sendrecv<E: Equivalence, F: Equivalence>(&self, send: &[E], dest: i32, send_tag: i32, recv: &mut [F], src: impl Into<Match>, recv_tag: impl Into<Match>) -> Result<Status, Error> {
         let r = self.start_recv("sendrecv", recv.as_mut_ptr(), recv.len(), src.into(), recv_tag.into())?;
         let s = self.start_send("sendrecv", send.as_ptr(), send.len(), dest, send_tag)?;
@@ -311,6 +316,7 @@ impl Comm {
     /// let mut buf = vec![0u8; st.count];
     /// world.recv(&mut buf, st.source, st.tag).unwrap();
     /// ```
+    #[track_caller]
     pub fn probe<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>) -> Result<Status, Error> {
         self.probe_until::<E>(src, tag, None)?.ok_or(Error::Timeout { op: "probe" })
     }
@@ -324,6 +330,7 @@ impl Comm {
     /// let st = mpi.world().probe_until::<u8>(numafiber_mpi::ANY, 77, Some(d)).unwrap();
     /// assert!(st.is_none());
     /// ```
+    #[track_caller]
     pub fn probe_until<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>, deadline: Option<Instant>) -> Result<Option<Status>, Error> {
         let (src, tag) = (src.into(), tag.into());
         let last = Instant::now();
@@ -356,6 +363,7 @@ impl Comm {
     /// let (v, st) = mpi.world().recv_vec::<u64>(numafiber_mpi::ANY, 1).unwrap();
     /// assert_eq!(v.len(), st.count);
     /// ```
+    #[track_caller]
     pub fn recv_vec<E: Equivalence + Default + Clone>(&self, src: impl Into<Match>, tag: impl Into<Match>) -> Result<(Vec<E>, Status), Error> {
         let op = "recv_vec";
         let src = self.source(op, src.into())?;

@@ -82,6 +82,11 @@
 //!   the fibers that use MPI are done.
 //! * Collectives on one communicator must be called in the same order on
 //!   every rank: call them from one fiber at a time.
+//! * A fiber waiting on MPI is parked (`WaitKind::Park` in
+//!   [`Runtime::dump`](numafiber::Runtime::dump)), with the call site of
+//!   the MPI operation as its wait site. While a request is pending the
+//!   progress fiber is runnable or parked with a timeout, so `block_on`'s
+//!   deadlock detector does not report a rank whose fibers all wait on MPI.
 //! * Run one rank per NUMA node with `mpirun --map-by numa --bind-to numa`:
 //!   numafiber's workers follow the process' CPU affinity, so they land on
 //!   the rank's node and the stealing policies stay inside it (see the

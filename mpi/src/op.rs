@@ -54,6 +54,7 @@ impl Op {
     /// Park until complete or `deadline`. A cancellation point in a fiber
     /// (the cancellation unwinds from the park; this `Op`'s drop then
     /// cancels and waits).
+    #[track_caller]
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> Result<Result<RawStatus, c_int>, WaitEnd> {
         let e = engine::engine();
         let in_fiber = fiber::current_handle().is_some();

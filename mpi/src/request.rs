@@ -75,6 +75,7 @@ impl<T> Request<T> {
     /// let (buf, _st) = mpi.world().isend(vec![1u8], 0, 0).unwrap().wait().unwrap();
     /// # let _ = buf;
     /// ```
+    #[track_caller]
     pub fn wait(self) -> Completed<T> {
         let r = self.op.wait(None).unwrap_or_else(|_| unreachable!("no deadline"));
         self.into_result(r)
@@ -92,6 +93,7 @@ impl<T> Request<T> {
     ///     assert!(r.cancel().unwrap_err().to_string().contains("cancelled"));
     /// }
     /// ```
+    #[track_caller]
     pub fn wait_until(&self, deadline: Instant) -> bool {
         self.op.wait(Some(deadline)).is_ok()
     }
@@ -137,8 +139,13 @@ impl<T> std::fmt::Debug for Request<T> {
 ///     r.unwrap();
 /// }
 /// ```
+#[track_caller]
 pub fn wait_all<T>(reqs: Vec<Request<T>>) -> Vec<Completed<T>> {
-    reqs.into_iter().map(Request::wait).collect()
+    let mut out = Vec::with_capacity(reqs.len());
+    for r in reqs {
+        out.push(r.wait());
+    }
+    out
 }
 
 /// Park until one of `reqs` completes; remove it and return its index
@@ -153,6 +160,7 @@ pub fn wait_all<T>(reqs: Vec<Request<T>>) -> Vec<Completed<T>> {
 ///     println!("request {i}: {:?}", r.map(|(_, st)| st.tag));
 /// }
 /// ```
+#[track_caller]
 pub fn wait_any<T>(reqs: &mut Vec<Request<T>>) -> Option<(usize, Completed<T>)> {
     if reqs.is_empty() {
         return None;

@@ -419,7 +419,21 @@ fn all_waiting_on_mpi_is_no_deadlock(_: &Mpi, w: &Comm) {
     rt(2).block_on(move || {
         let mut b = [0u8];
         if even {
+            // The dump, taken while this fiber waits, names the wait's site:
+            // the recv call below.
+            let line = line!() + 10;
+            let me = fiber::current().unwrap().id;
+            let dumper = fiber::spawn(move || {
+                fiber::sleep(Duration::from_millis(100));
+                let d = Runtime::dump_current();
+                let f = d.fibers().find(|f| f.id() == me).expect("the waiting fiber is in the dump");
+                let site = f.wait_site().expect("a parked fiber has a wait site");
+                assert!(f.wait().is_some(), "it is waiting");
+                (site.file().to_string(), site.line())
+            });
             w.recv(&mut b, peer, 70).unwrap();
+            let (file, l) = fiber::await_fiber(dumper);
+            assert!(file.ends_with("mpirun.rs") && l == line, "wait site {file}:{l}, not the recv at line {line}");
             w.send(&[2u8], peer, 71).unwrap();
         } else {
             fiber::sleep(Duration::from_millis(300)); // a slow peer
