@@ -71,6 +71,9 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// One mpirun job: rank count, mpirun's options, environment.
+type Job = (String, Vec<&'static str>, Vec<(&'static str, &'static str)>);
+
 /// Re-run this binary under `mpirun` for each rank count.
 fn launch() -> ExitCode {
     let exe = std::env::current_exe().expect("own path");
@@ -79,7 +82,7 @@ fn launch() -> ExitCode {
         println!("0 passed, 0 failed, 1 skipped");
         return ExitCode::SUCCESS;
     }
-    let mut jobs: Vec<(String, Vec<&str>, Vec<(&str, &str)>)> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
     let nps = std::env::var("NUMAFIBER_MPI_NP").unwrap_or_else(|_| "2,4".into());
     for np in nps.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         jobs.push((np.to_string(), vec!["--oversubscribe"], vec![]));
@@ -460,7 +463,7 @@ fn workers_land_on_the_ranks_pus(_: &Mpi, w: &Comm) {
     assert_eq!(rt.workers(), allowed.len(), "one worker per PU the rank may use ({allowed:?})");
     let n = rt.workers();
     let cpus: Vec<usize> = rt.block_on(move || {
-        let hs: Vec<_> = (0..n).map(|i| fiber::Builder::new().worker(i).pinned(true).spawn(|| numafiber::topology::current_cpu()).unwrap()).collect();
+        let hs: Vec<_> = (0..n).map(|i| fiber::Builder::new().worker(i).pinned(true).spawn(numafiber::topology::current_cpu).unwrap()).collect();
         hs.into_iter().map(|h| fiber::await_fiber(h).expect("sched_getcpu")).collect()
     });
     for c in &cpus {
