@@ -183,3 +183,10 @@ pub fn wait_any<T>(reqs: &mut Vec<Request<T>>) -> Option<(usize, Completed<T>)> 
         }
     }
 }
+
+/// A request moves between fibers and threads with its buffer.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Request<Vec<u8>>>();
+    send_sync::<crate::Comm>();
+};
