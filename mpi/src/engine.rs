@@ -125,6 +125,14 @@ impl Completion {
         self.lock().result
     }
 
+    /// Wake the waiter (if any) without completing: it re-checks.
+    fn wake_waiter(&self) {
+        let w = self.lock().waiter.take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
     fn complete(&self, r: Result<RawStatus, c_int>) {
         let w = {
             let mut s = self.lock();
@@ -209,11 +217,13 @@ impl Engine {
         self.ensure_poller_locked(&mut inc);
     }
 
-    /// Make sure a progress fiber runs if requests are pending and the
-    /// caller is in a runtime (a fiber, or a thread with a current one).
+    /// Make sure a progress fiber runs (spawned from the calling fiber's
+    /// runtime if none does), without waking a running one.
     pub(crate) fn ensure_poller(&'static self) {
         let mut inc = self.incoming();
-        self.ensure_poller_locked(&mut inc);
+        if !inc.poller_running {
+            self.ensure_poller_locked(&mut inc);
+        }
     }
 
     fn ensure_poller_locked(&'static self, inc: &mut Incoming) {
@@ -238,12 +248,23 @@ impl Engine {
 
     /// The progress fiber: passes until nothing is pending.
     fn poller_main(&'static self) {
+        // Ends normally (nothing pending) or unwinds (its runtime shuts
+        // down with requests pending): then the waiters are woken, and
+        // those of another runtime start a poller there (`Op::wait`).
         struct Ended(&'static Engine);
         impl Drop for Ended {
             fn drop(&mut self) {
-                let mut inc = self.0.incoming();
-                inc.poller_running = false;
-                inc.poller = None;
+                {
+                    let mut inc = self.0.incoming();
+                    inc.poller_running = false;
+                    inc.poller = None;
+                }
+                if std::thread::panicking() {
+                    let p = self.0.poll.lock().unwrap_or_else(|e| e.into_inner());
+                    for c in &p.done {
+                        c.wake_waiter();
+                    }
+                }
             }
         }
         let _ended = Ended(self);
@@ -349,14 +370,15 @@ impl Engine {
         };
         let in_status = rc == ffi::MPI_ERR_IN_STATUS as c_int;
         if rc != ffi::MPI_SUCCESS as c_int && !in_status {
-            // The call itself failed: fail the whole batch rather than
-            // leave its waiters parked forever.
-            for i in start..start + n {
-                p.done[i].complete(Err(rc));
-                finished.push(i);
+            // The call itself failed (only a corrupt handle can do that):
+            // the requests may still be active, so their buffers must not
+            // be released by completing them. They stay pending, and the
+            // failure is said once.
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Relaxed) {
+                eprintln!("numafiber-mpi: MPI_Testsome failed with error {rc}; the requests stay pending");
             }
-            self.pending.fetch_sub(n, SeqCst);
-            return n;
+            return 0;
         }
         // SAFETY: reading the MPI_UNDEFINED constant exported by mpi-sys.
         if out == unsafe { ffi::RSMPI_UNDEFINED } || out <= 0 {
@@ -383,16 +405,19 @@ fn remove_finished(p: &mut Polled, finished: &mut [usize]) {
     }
 }
 
-/// Run `f` with MPI's "is this rank's request complete" loop for a plain
-/// thread: drive a pass when no progress fiber runs, else sleep until woken.
+/// One round of a plain thread's wait: with no progress fiber, drive a
+/// pass and nap briefly; with one, sleep until woken by a completion (and
+/// look again now and then, in case the poller's runtime went away).
 pub(crate) fn thread_wait_step(e: &'static Engine, until: Option<Instant>) {
-    let nap = Duration::from_micros(50);
+    let nap = if e.poller_running() {
+        Duration::from_millis(10)
+    } else {
+        e.try_pass();
+        Duration::from_micros(50)
+    };
     let nap = match until {
         Some(d) => nap.min(d.saturating_duration_since(Instant::now())),
         None => nap,
     };
-    if !e.poller_running() {
-        e.try_pass();
-    }
     std::thread::park_timeout(nap);
 }

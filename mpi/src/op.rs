@@ -58,15 +58,16 @@ impl Op {
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> Result<Result<RawStatus, c_int>, WaitEnd> {
         let e = engine::engine();
         let in_fiber = fiber::current_handle().is_some();
-        if in_fiber {
-            if !self.c.is_done() {
-                e.try_pass(); // completes at once? then no park
-            }
-            e.ensure_poller();
+        if in_fiber && !self.c.is_done() {
+            e.try_pass(); // completes at once? then no park
         }
         loop {
             if let Some(r) = self.c.take_or_register() {
                 return Ok(r);
+            }
+            if in_fiber {
+                // Every round: the poller may have ended with its runtime.
+                e.ensure_poller();
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {

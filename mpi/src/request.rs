@@ -167,14 +167,14 @@ pub fn wait_any<T>(reqs: &mut Vec<Request<T>>) -> Option<(usize, Completed<T>)> 
     }
     let e = engine::engine();
     let in_fiber = fiber::current_handle().is_some();
-    if in_fiber {
-        e.ensure_poller();
-    }
     loop {
         if let Some(i) = reqs.iter().position(|r| r.op.done_or_register()) {
             let req = reqs.remove(i);
             let r = req.op.peek().expect("complete");
             return Some((i, req.into_result(r)));
+        }
+        if in_fiber {
+            e.ensure_poller(); // as in `Op::wait`
         }
         if in_fiber {
             fiber::park();

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         ("collectives", collectives),
         ("all_waiting_on_mpi_is_no_deadlock", all_waiting_on_mpi_is_no_deadlock),
         ("plain_thread_waits", plain_thread_waits),
+        ("waiters_outlive_the_pollers_runtime", waiters_outlive_the_pollers_runtime),
         ("workers_land_on_the_ranks_pus", workers_land_on_the_ranks_pus),
     ];
     let filter = std::env::var("NUMAFIBER_MPI_TEST").ok();
@@ -502,4 +503,32 @@ fn blocking_exchange(even: bool, buf: &mut [u64], peer: i32, tag: i32) {
             ffi::MPI_Send(buf.as_ptr().cast(), n, dt, peer, tag, world);
         }
     }
+}
+
+/// The progress fiber runs on the runtime of the fiber that started the
+/// first pending request. When that runtime shuts down with requests
+/// pending, the waiters of another runtime start a new one there, and a
+/// plain thread's wait drives progress itself.
+fn waiters_outlive_the_pollers_runtime(_: &Mpi, w: &Comm) {
+    let Some(peer) = partner(w) else {
+        w.barrier().unwrap();
+        return;
+    };
+    let rt_a = rt(1);
+    let w1 = w.clone();
+    let r1 = rt_a.block_on(move || w1.irecv(vec![0u8], peer, 91).unwrap()); // the poller is on rt_a
+    let rt_b = rt(1);
+    let w2 = w.clone();
+    let hb = rt_b.spawn(move || {
+        let mut b = [0u8];
+        w2.recv(&mut b, peer, 90).unwrap();
+        b[0]
+    });
+    std::thread::sleep(Duration::from_millis(20)); // hb parks, relying on rt_a's poller
+    drop(rt_a);
+    w.barrier().unwrap();
+    w.send(&[90u8], peer, 90).unwrap();
+    w.send(&[91u8], peer, 91).unwrap();
+    assert_eq!(hb.join().unwrap(), 90);
+    assert_eq!(r1.wait().unwrap().0, vec![91]);
 }
