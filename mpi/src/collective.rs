@@ -28,6 +28,7 @@ impl Comm {
     }
 
     fn start_collective(&self, op: &'static str, start: Start<'_>) -> Result<Op, Error> {
+        crate::alive(op)?;
         let mut req = null_request();
         check(op, start(&mut req))?;
         Ok(Op::submit(RawRequest(req), Kind::Collective, op))

@@ -126,6 +126,7 @@ impl Comm {
     }
 
     pub(crate) fn check_rank(&self, op: &'static str, rank: i32) -> Result<(), Error> {
+        crate::alive(op)?;
         if (0..self.size).contains(&rank) {
             Ok(())
         } else {
@@ -134,6 +135,7 @@ impl Comm {
     }
 
     fn source(&self, op: &'static str, m: Match) -> Result<c_int, Error> {
+        crate::alive(op)?;
         match m {
             // SAFETY: reading a constant exported by mpi-sys.
             Match::Any => Ok(unsafe { ffi::RSMPI_ANY_SOURCE }),

@@ -99,6 +99,12 @@ pub enum Error {
         /// The operation.
         op: &'static str,
     },
+    /// MPI was finalised (the [`Mpi`](crate::Mpi) was dropped): no MPI
+    /// call is possible any more in this process.
+    Finalized {
+        /// The operation.
+        op: &'static str,
+    },
     /// The MPI library returned an error.
     Mpi {
         /// The operation.
@@ -157,6 +163,7 @@ impl fmt::Display for Error {
             Error::BadLength { op, what } => write!(f, "{op}: {what}"),
             Error::Timeout { op } => write!(f, "{op}: the deadline passed before the request completed"),
             Error::Cancelled { op } => write!(f, "{op}: the request was cancelled before it matched"),
+            Error::Finalized { op } => write!(f, "{op}: MPI was finalised (the Mpi was dropped); keep it alive while fibers use MPI"),
             Error::Mpi { op, code, message, .. } => write!(f, "{op}: MPI error {code}: {message}"),
         }
     }

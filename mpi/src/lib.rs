@@ -116,6 +116,18 @@ pub use mpi::collective::SystemOperation;
 pub use mpi::datatype::Equivalence;
 pub use mpi::Threading;
 
+/// Set when [`Mpi`] is dropped: later operations are [`Error::Finalized`].
+static FINALIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`Error::Finalized`] once MPI is finalised.
+pub(crate) fn alive(op: &'static str) -> Result<(), Error> {
+    if FINALIZED.load(std::sync::atomic::Ordering::SeqCst) {
+        Err(Error::Finalized { op })
+    } else {
+        Ok(())
+    }
+}
+
 /// How long dropping [`Mpi`] waits for pending requests before it
 /// finalises MPI anyway (with a message on standard error).
 const FINALIZE_GRACE: Duration = Duration::from_secs(10);
@@ -208,6 +220,7 @@ impl Drop for Mpi {
             }
             engine::thread_wait_step(e, Some(until));
         }
+        FINALIZED.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

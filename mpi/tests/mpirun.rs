@@ -66,6 +66,10 @@ fn main() -> ExitCode {
         }
         ran += 1;
     }
+    // After MPI_Finalize every operation is an error value, not an abort.
+    drop(mpi);
+    assert!(matches!(world.barrier(), Err(Error::Finalized { .. })));
+    assert!(matches!(world.send(&[1u8], 0, 0), Err(Error::Finalized { .. })));
     if world.rank() == 0 {
         println!("np {}: {ran} passed, 0 failed", world.size());
     }
