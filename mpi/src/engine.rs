@@ -204,7 +204,20 @@ impl Engine {
         self.pending.fetch_add(1, SeqCst);
         let mut inc = self.incoming();
         inc.reqs.push((req, c.clone()));
-        self.ensure_poller_locked(&mut inc);
+        if inc.poller_running {
+            self.ensure_poller_locked(&mut inc); // unparks it
+            return c;
+        }
+        drop(inc);
+        // No poller yet: a request that completes at once (an eager send)
+        // needs none.
+        if fiber::current_handle().is_some() {
+            self.try_pass();
+            if c.is_done() {
+                return c;
+            }
+        }
+        self.ensure_poller();
         c
     }
 

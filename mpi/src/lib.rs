@@ -65,8 +65,8 @@
 //! ## Progress, and what it costs
 //!
 //! Requests are tested by one *progress fiber* per process, spawned on the
-//! runtime of the fiber that starts a request and ended when no request is
-//! pending. Each pass tests at most a bounded number of requests with
+//! runtime of the fiber that starts a request (unless it completes at
+//! once) and ended when no request is pending. Each pass tests at most a bounded number of requests with
 //! `MPI_Testsome`, in batches, then yields its worker to the other fibers.
 //! While requests are pending and completing it busy-polls between the
 //! other fibers' turns (so one worker's spare time goes to polling); after
