@@ -2,6 +2,7 @@
 //! parks the calling fiber (a plain thread parks itself), never the worker.
 
 use std::ffi::c_int;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mpi::datatype::Equivalence;
@@ -58,7 +59,9 @@ unsafe impl Sync for RawComm {}
 /// once it completes.
 ///
 /// Collective operations must be called in the same order on every rank:
-/// with fibers, call a communicator's collectives from one fiber at a time.
+/// with fibers, call a communicator's collectives from one fiber at a time,
+/// and give fibers that run collectives concurrently a communicator each
+/// ([`Comm::dup`]).
 ///
 /// ```no_run
 /// use numafiber::{fiber, Runtime};
@@ -77,6 +80,24 @@ pub struct Comm {
     pub(crate) raw: RawComm,
     pub(crate) rank: i32,
     pub(crate) size: i32,
+    /// A communicator made by [`Comm::dup`], freed with its last clone.
+    pub(crate) _owned: Option<Arc<Owned>>,
+}
+
+/// A communicator this crate created, freed (`MPI_Comm_free`) on drop
+/// unless MPI is finalised by then.
+#[derive(Debug)]
+pub(crate) struct Owned(RawComm);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if crate::alive("drop").is_ok() {
+            let mut c = self.0 .0;
+            // SAFETY: a communicator from MPI_Comm_idup, not freed before
+            // (this is its one owner), MPI not finalised.
+            unsafe { ffi::MPI_Comm_free(&mut c) };
+        }
+    }
 }
 
 /// The element count of a buffer as MPI's `int`.
@@ -123,6 +144,46 @@ impl Comm {
     /// ```
     pub fn size(&self) -> i32 {
         self.size
+    }
+
+    /// A new communicator with the same ranks (`MPI_Comm_idup`, so the
+    /// fiber parks): its messages and collectives never match this one's.
+    /// Fibers that run collectives at the same time need one communicator
+    /// each. A collective call: every rank calls it, in the same order.
+    /// Freed when its last clone is dropped.
+    ///
+    /// ```no_run
+    /// let mpi = numafiber_mpi::init().unwrap();
+    /// let world = mpi.world();
+    /// let other = world.dup().unwrap();
+    /// assert_eq!((other.rank(), other.size()), (world.rank(), world.size()));
+    /// ```
+    #[track_caller]
+    pub fn dup(&self) -> Result<Comm, Error> {
+        let op = "dup";
+        crate::alive(op)?;
+        // SAFETY: reading a constant exported by mpi-sys.
+        let mut new = unsafe { ffi::RSMPI_COMM_NULL };
+        let np: *mut ffi::MPI_Comm = &mut new;
+        let comm = self.raw.0;
+        let mut req = null_request();
+        // SAFETY: a valid communicator; `new` is written when the request
+        // completes, and outlives it (the `Op` below is dropped first, and
+        // waits for completion even when the fiber is cancelled).
+        check(op, unsafe { ffi::MPI_Comm_idup(comm, np, &mut req) })?;
+        let pending = Op::submit(RawRequest(req), Kind::Collective, op);
+        let r = complete(&pending, None);
+        drop(pending);
+        r?;
+        let (mut rank, mut size) = (0, 0);
+        // SAFETY: `new` is a valid communicator now; the error handler is
+        // MPI's predefined one.
+        unsafe {
+            ffi::MPI_Comm_set_errhandler(new, ffi::RSMPI_ERRORS_RETURN);
+            ffi::MPI_Comm_rank(new, &mut rank);
+            ffi::MPI_Comm_size(new, &mut size);
+        }
+        Ok(Comm { raw: RawComm(new), rank, size, _owned: Some(Arc::new(Owned(RawComm(new)))) })
     }
 
     pub(crate) fn check_rank(&self, op: &'static str, rank: i32) -> Result<(), Error> {

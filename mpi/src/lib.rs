@@ -50,7 +50,8 @@
 //!   too: [`barrier`](Comm::barrier), [`broadcast`](Comm::broadcast),
 //!   [`reduce`](Comm::reduce), [`all_reduce`](Comm::all_reduce),
 //!   [`gather`](Comm::gather), [`all_gather`](Comm::all_gather),
-//!   [`scatter`](Comm::scatter), [`all_to_all`](Comm::all_to_all).
+//!   [`scatter`](Comm::scatter), [`all_to_all`](Comm::all_to_all), and
+//!   [`dup`](Comm::dup) (`MPI_Comm_idup`) for a communicator per fiber.
 //!
 //! ## Cancellation
 //!
@@ -81,7 +82,8 @@
 //!   the [`Mpi`] (which finalises MPI) on the thread that created it, after
 //!   the fibers that use MPI are done.
 //! * Collectives on one communicator must be called in the same order on
-//!   every rank: call them from one fiber at a time.
+//!   every rank: call them from one fiber at a time, and give fibers that
+//!   run collectives concurrently a communicator each ([`Comm::dup`]).
 //! * A fiber waiting on MPI is parked (`WaitKind::Park` in
 //!   [`Runtime::dump`](numafiber::Runtime::dump)), with the call site of
 //!   the MPI operation as its wait site. While a request is pending the
@@ -170,7 +172,7 @@ pub fn init() -> Result<Mpi, InitError> {
     unsafe { ffi::MPI_Comm_set_errhandler(ffi::RSMPI_COMM_WORLD, ffi::RSMPI_ERRORS_RETURN) };
     // SAFETY: reading a constant exported by mpi-sys.
     let raw = comm::RawComm(unsafe { ffi::RSMPI_COMM_WORLD });
-    let world = Comm { raw, rank: w.rank(), size: w.size() };
+    let world = Comm { raw, rank: w.rank(), size: w.size(), _owned: None };
     Ok(Mpi { world, _universe: universe })
 }
 

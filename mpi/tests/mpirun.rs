@@ -404,6 +404,26 @@ fn collectives(_: &Mpi, w: &Comm) {
         let mut recv = vec![0i32; nu];
         w.all_to_all(&send, &mut recv).unwrap();
         assert_eq!(recv, (0..n).map(|r| r * 1000 + me).collect::<Vec<_>>());
+        // Concurrent collectives from several fibers, a communicator each.
+        let comms: Vec<Comm> = (0..4).map(|_| w.dup().unwrap()).collect();
+        assert!(comms.iter().all(|c| c.rank() == me && c.size() == n));
+        let hs: Vec<_> = comms
+            .into_iter()
+            .enumerate()
+            .map(|(k, c)| {
+                fiber::spawn(move || {
+                    let mut s = [0i32];
+                    for _ in 0..10 {
+                        c.all_reduce(&[k as i32], &mut s, SystemOperation::sum()).unwrap();
+                        c.barrier().unwrap();
+                    }
+                    s[0]
+                })
+            })
+            .collect();
+        for (k, h) in hs.into_iter().enumerate() {
+            assert_eq!(fiber::await_fiber(h), k as i32 * n);
+        }
         // Collectives from several fibers, one at a time (MPI needs them in
         // the same order on every rank).
         for _ in 0..8 {
