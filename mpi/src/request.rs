@@ -48,8 +48,9 @@ impl<T> Request<T> {
         Request { op, payload, status_of }
     }
 
-    /// Whether the request has completed (without waiting; progress is
-    /// made by the engine, not by this call).
+    /// Whether the request has completed, without waiting. Makes sure
+    /// progress is made: starts the progress fiber from a fiber, or runs a
+    /// pass from a plain thread when no progress fiber runs.
     ///
     /// ```no_run
     /// let mpi = numafiber_mpi::init().unwrap();
@@ -59,6 +60,15 @@ impl<T> Request<T> {
     /// }
     /// ```
     pub fn test(&self) -> bool {
+        if self.op.is_done() {
+            return true;
+        }
+        let e = engine::engine();
+        if fiber::current_handle().is_some() {
+            e.ensure_poller();
+        } else if !e.poller_running() {
+            e.try_pass();
+        }
         self.op.is_done()
     }
 

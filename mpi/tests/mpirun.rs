@@ -477,6 +477,14 @@ fn plain_thread_waits(_: &Mpi, w: &Comm) {
     let r = w.irecv(vec![0u16; 2], peer, 80).unwrap();
     w.send(&[3u16, 4], peer, 80).unwrap();
     assert_eq!(r.wait().unwrap().0, vec![3, 4]);
+    // `test` in a loop makes progress by itself too.
+    let r = w.irecv(vec![0u16; 2], peer, 81).unwrap();
+    let s = w.isend(vec![5u16, 6], peer, 81).unwrap();
+    while !(r.test() && s.test()) {
+        std::thread::yield_now();
+    }
+    s.wait().unwrap();
+    assert_eq!(r.wait().unwrap().0, vec![5, 6]);
 }
 
 /// The runtime's workers are one per PU of the rank's CPU affinity (as
