@@ -249,7 +249,9 @@ impl Engine {
         if fiber::current_handle().is_none() {
             return; // a plain thread: its waits drive progress
         }
-        let spawned = fiber::Builder::new().name("numafiber-mpi progress").spawn(move || self.poller_main());
+        // Not eager: the poller must not run before this caller releases
+        // `incoming` (it takes that lock first).
+        let spawned = fiber::Builder::new().name("numafiber-mpi progress").eager(false).spawn(move || self.poller_main());
         if spawned.is_ok() {
             inc.poller_running = true; // the JoinHandle drops: detached
         }
