@@ -438,8 +438,10 @@ fn collectives(_: &Mpi, w: &Comm) {
     });
 }
 
-/// The `block_on` fiber and every other fiber wait on MPI for a while (the
-/// peer sleeps before it sends): the deadlock detector must not fire.
+/// On the odd rank of a pair, the `block_on` fiber is the only fiber, and
+/// it waits on MPI until the even rank's dump is taken: the deadlock
+/// detector must not fire. On the even rank the dump, taken while the main
+/// fiber waits in a recv, names that recv's call site.
 fn all_waiting_on_mpi_is_no_deadlock(_: &Mpi, w: &Comm) {
     let Some(peer) = partner(w) else { return };
     let w = w.clone();
@@ -447,26 +449,24 @@ fn all_waiting_on_mpi_is_no_deadlock(_: &Mpi, w: &Comm) {
     rt(2).block_on(move || {
         let mut b = [0u8];
         if even {
-            // The dump, taken while this fiber waits, names the wait's site:
-            // the recv call below.
-            let line = line!() + 10;
+            let line = line!() + 12;
             let me = fiber::current().unwrap().id;
+            let w2 = w.clone();
             let dumper = fiber::spawn(move || {
-                fiber::sleep(Duration::from_millis(100));
+                fiber::sleep(Duration::from_millis(200));
                 let d = Runtime::dump_current();
                 let f = d.fibers().find(|f| f.id() == me).expect("the waiting fiber is in the dump");
-                let site = f.wait_site().expect("a parked fiber has a wait site");
                 assert!(f.wait().is_some(), "it is waiting");
+                let site = f.wait_site().expect("a parked fiber has a wait site");
+                w2.send(&[0u8], peer, 72).unwrap(); // go: only now may the peer send
                 (site.file().to_string(), site.line())
             });
             w.recv(&mut b, peer, 70).unwrap();
             let (file, l) = fiber::await_fiber(dumper);
             assert!(file.ends_with("mpirun.rs") && l == line, "wait site {file}:{l}, not the recv at line {line}");
-            w.send(&[2u8], peer, 71).unwrap();
         } else {
-            fiber::sleep(Duration::from_millis(300)); // a slow peer
+            w.recv(&mut b, peer, 72).unwrap(); // the only fiber, waiting on MPI
             w.send(&[1u8], peer, 70).unwrap();
-            w.recv(&mut b, peer, 71).unwrap();
         }
     });
 }
