@@ -18,6 +18,8 @@ use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 
 // Cancellation against a grant (`runtime::cancel`): the model's calls.
 mod cancel;
+// `fiber::park`'s token against unparks (`runtime::unpark`).
+mod unpark;
 
 // ----- idle-worker protocol -----
 
