@@ -5,9 +5,11 @@
 //! spawns a small fiber that hands the closure to the pool and parks until
 //! a helper thread has run it, then returns its value or re-raises its
 //! panic, so `join` gives the result or a `JoinError` exactly as for any
-//! fiber. Helper threads are started on demand up to
-//! [`MAX_BLOCKING_THREADS`] and exit after [`BLOCKING_KEEP_ALIVE`] without work;
-//! calls beyond that wait in a FIFO queue.
+//! fiber. Each call is given an idle helper that no other call has
+//! claimed, or a new helper thread, up to [`MAX_BLOCKING_THREADS`], so
+//! calls made together run side by side; helpers exit after
+//! [`BLOCKING_KEEP_ALIVE`] without work, and calls beyond the cap wait in
+//! a FIFO queue.
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
