@@ -445,6 +445,15 @@ fn a_dump_shows_the_held_worker() {
         .build()
         .unwrap();
     let release = Arc::new(AtomicBool::new(false));
+    // Released on every way out, so a failed assertion below fails the test
+    // instead of leaving the runtime's drop waiting for the spinner.
+    struct ReleaseOnExit(Arc<AtomicBool>);
+    impl Drop for ReleaseOnExit {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let _release_on_exit = ReleaseOnExit(release.clone());
     let r = release.clone();
     let hog = fiber::Builder::new()
         .name("spinner")
