@@ -282,6 +282,70 @@ fn block_in_place_keeps_the_worker_running_other_fibers() {
     assert_eq!(fiber::block_in_place(|| 5), 5);
 }
 
+/// Fibers that migrate all the time while a thread takes dumps. Each fiber
+/// runs a while on a worker, then hops half-way round the workers: it
+/// joins a child pinned there, and the child's end wakes it there (a
+/// wake-up goes to the waker's worker). A dump reads the workers one after
+/// the other, so a fiber that hops to a later worker between the two reads
+/// was seen running on both; the hop length puts the fiber where the
+/// reader arrives about when the fiber does. Each dump must list each
+/// fiber once, and a worker's running fiber as running on that worker.
+#[test]
+fn a_fiber_migrating_during_a_dump_is_listed_once() {
+    const WORKERS: usize = 24;
+    const HOP: usize = WORKERS / 2;
+    const FIBERS: usize = 6;
+    const STAY: Duration = Duration::from_micros(100);
+    const FOR: Duration = Duration::from_secs(3);
+    let rt = Runtime::builder().workers(WORKERS).topology(Topology::uniform(1, WORKERS)).stall_threshold(None).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let hops = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..FIBERS)
+        .map(|_| {
+            let (stop, hops) = (stop.clone(), hops.clone());
+            rt.spawn(move || {
+                while !stop.load(SeqCst) {
+                    let t = Instant::now();
+                    while t.elapsed() < STAY {
+                        std::hint::spin_loop();
+                    }
+                    let next = (fiber::current().unwrap().worker + HOP) % WORKERS;
+                    fiber::await_fiber(fiber::Builder::new().worker(next).spawn(|| ()).unwrap());
+                    hops.fetch_add(1, SeqCst);
+                }
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    let mut dumps = 0usize;
+    let mut failure = None;
+    while t0.elapsed() < FOR && failure.is_none() {
+        let d = rt.dump();
+        dumps += 1;
+        let mut seen = std::collections::HashSet::new();
+        for f in d.fibers() {
+            if !seen.insert(f.id()) {
+                failure = Some(format!("fiber {} listed twice in dump {dumps}:\n{d}", f.id()));
+            }
+        }
+        for w in d.workers() {
+            let Some(id) = w.running() else { continue };
+            let f = d.fibers().find(|f| f.id() == id).expect("a worker's running fiber is listed");
+            if failure.is_none() && (f.state(), f.worker()) != (FiberState::Running, w.index()) {
+                failure = Some(format!("worker {} runs fiber {id}, listed as {} on worker {}:\n{d}", w.index(), f.state(), f.worker()));
+            }
+        }
+    }
+    stop.store(true, SeqCst);
+    for h in hs {
+        h.join().unwrap();
+    }
+    eprintln!("{dumps} dumps, {} hops in {:?}", hops.load(SeqCst), t0.elapsed());
+    if let Some(f) = failure {
+        panic!("{f}");
+    }
+}
+
 /// A fiber spinning 1.5 s without yielding on one of 2 workers: a sleeper
 /// loop and a ping-pong pair it queued on its own worker's deque are taken
 /// by the other worker and keep running, and the hog is reported once, by
@@ -381,6 +445,15 @@ fn a_dump_shows_the_held_worker() {
         .build()
         .unwrap();
     let release = Arc::new(AtomicBool::new(false));
+    // Released on every way out, so a failed assertion below fails the test
+    // instead of leaving the runtime's drop waiting for the spinner.
+    struct ReleaseOnExit(Arc<AtomicBool>);
+    impl Drop for ReleaseOnExit {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let _release_on_exit = ReleaseOnExit(release.clone());
     let r = release.clone();
     let hog = fiber::Builder::new()
         .name("spinner")

@@ -198,6 +198,31 @@ fn unpark_before_park_is_a_token() {
     });
 }
 
+/// may's `park_timeout` test: a fiber that unparks itself and parks (the
+/// token: the park returns at once) holds no token after that, so its
+/// next `park_timeout` waits its time, as std's does; two unparks before
+/// the park leave one token too. Nothing else wakes the fiber here.
+#[test]
+fn after_a_self_unpark_and_park_the_next_park_timeout_waits() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    rt.block_on(|| {
+        for unparks in [1, 2] {
+            let me = fiber::current_handle().unwrap();
+            for _ in 0..unparks {
+                me.unpark();
+            }
+            fiber::park(); // the token: returns at once
+            let t = Instant::now();
+            fiber::park_timeout(Duration::from_millis(80));
+            let waited = t.elapsed();
+            assert!(
+                waited >= Duration::from_millis(40),
+                "after {unparks} unpark(s) and a park, park_timeout(80 ms) returned after {waited:?}: a second token was left"
+            );
+        }
+    });
+}
+
 /// The std test of the same name: a plain thread unparks a parked fiber,
 /// many times, with the flag protocol std documents.
 #[test]

@@ -11,6 +11,8 @@
 //!   `notify_idle`, `claim`, `wake_all`, the search counter): the whole
 //!   sleeper/waker handshake of `Worker::park_idle` and `Shared::notify_*`;
 //! * `fiber::task::Task`'s state machine (`transition_to_*`, `take_token`);
+//! * `fiber::park`'s token (`runtime::unpark`: `unpark_token`,
+//!   `enter_park`, `leave_park`) against unparks (`loom/unpark.rs`);
 //! * `fiber::packet::{Packet, Main}`, the lock-free join packet
 //!   (`complete_unique` through `Main`, the latches' `complete`, `wait`,
 //!   `try_take_or_register`, `register_owner`/`clear_waiter`, the slow
@@ -1454,3 +1456,6 @@ mod cancel;
 // `loom/select_send.rs`.
 #[path = "loom/select_send.rs"]
 mod select_send;
+// `fiber::park`'s token against unparks (`runtime::unpark`): `loom/unpark.rs`.
+#[path = "loom/unpark.rs"]
+mod unpark;

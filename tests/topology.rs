@@ -104,6 +104,56 @@ fn invalid_xml_is_a_typed_error() {
     assert_err(Topology::from_xml_file(&p), K::InvalidXml, &["lstopo"]);
 }
 
+/// An XML topology nesting its objects 200,000 deep: each object valid on
+/// its own (a `Misc` below a complete `Machine`), so hwloc's own XML
+/// parser (no libhwloc-plugins) recursed through all of them on the
+/// caller's stack and the process died of a stack overflow. It is an
+/// `InvalidXml` error that names the depth, whichever parser hwloc uses.
+#[test]
+fn deeply_nested_xml_is_a_typed_error() {
+    let depth = 200_000;
+    let mut xml = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n\
+         <topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" \
+         complete_cpuset=\"0x1\" allowed_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\" \
+         allowed_nodeset=\"0x1\" gp_index=\"1\">\n",
+    );
+    for _ in 0..depth {
+        xml.push_str("<object type=\"Misc\" gp_index=\"2\">");
+    }
+    for _ in 0..=depth {
+        xml.push_str("</object>");
+    }
+    xml.push_str("</topology>\n");
+    let p = temp_path("deep.xml");
+    std::fs::write(&p, xml).unwrap();
+    assert_err(Topology::from_xml_file(&p), K::InvalidXml, &["more than 256 deep", "line 5", "lstopo"]);
+}
+
+/// The same file where hwloc reads XML with its own parser: hwloc without
+/// its plugins (as on a system without libhwloc-plugins; CI's step "hwloc
+/// without its plugins"), in a child process since the plugins are chosen
+/// when hwloc first loads.
+#[test]
+fn deeply_nested_xml_is_a_typed_error_without_hwloc_plugins() {
+    const BLACKLIST: &str = "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml";
+    if std::env::var("HWLOC_PLUGINS_BLACKLIST").as_deref() == Ok(BLACKLIST) {
+        return; // the child, or CI's step: the test above covers it
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "deeply_nested_xml_is_a_typed_error", "--test-threads=1"])
+        .env("HWLOC_PLUGINS_BLACKLIST", BLACKLIST)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "without hwloc's plugins the deep XML test failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn wrong_shape_matrix_is_rejected() {
     assert_err(

@@ -5,9 +5,11 @@
 //! spawns a small fiber that hands the closure to the pool and parks until
 //! a helper thread has run it, then returns its value or re-raises its
 //! panic, so `join` gives the result or a `JoinError` exactly as for any
-//! fiber. Helper threads are started on demand up to
-//! [`MAX_BLOCKING_THREADS`] and exit after [`BLOCKING_KEEP_ALIVE`] without work;
-//! calls beyond that wait in a FIFO queue.
+//! fiber. Each call is given an idle helper that no other call has
+//! claimed, or a new helper thread, up to [`MAX_BLOCKING_THREADS`], so
+//! calls made together run side by side; helpers exit after
+//! [`BLOCKING_KEEP_ALIVE`] without work, and calls beyond the cap wait in
+//! a FIFO queue.
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
@@ -25,10 +27,21 @@ pub const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// The pool's counts, under its lock.
+///
+/// A submit *claims* an idle helper for its job (`idle -= 1`,
+/// `claims += 1`, one notification) or starts a new one (up to
+/// [`MAX_BLOCKING_THREADS`]); a helper woken by a claim takes it
+/// (`claims -= 1`). So `idle` counts the waiting helpers nobody has
+/// claimed yet, and a burst of submits wakes or starts one helper per job
+/// instead of queuing them all behind the one helper that was idle.
 struct PoolState {
     queue: VecDeque<Job>,
     threads: usize,
+    /// Helpers waiting for work and not claimed by a submit.
     idle: usize,
+    /// Claims made by submits and not yet taken by a woken helper.
+    claims: usize,
 }
 
 struct Pool {
@@ -39,7 +52,7 @@ struct Pool {
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| Pool {
-        state: Mutex::new(PoolState { queue: VecDeque::new(), threads: 0, idle: 0 }),
+        state: Mutex::new(PoolState { queue: VecDeque::new(), threads: 0, idle: 0, claims: 0 }),
         cv: Condvar::new(),
     })
 }
@@ -53,6 +66,10 @@ impl Pool {
         let mut s = self.lock();
         s.queue.push_back(job);
         if s.idle > 0 {
+            // Claim one idle helper for this job: the next submit sees one
+            // idle helper fewer and wakes another or starts a thread.
+            s.idle -= 1;
+            s.claims += 1;
             self.cv.notify_one();
             return Ok(());
         }
@@ -87,14 +104,34 @@ impl Pool {
             // Counted by the deadlock detector while it waits (taken
             // under the pool's lock, as `idle`).
             let idle = runtime::IdleHelper::enter();
-            let (g, to) = self.cv.wait_timeout(s, BLOCKING_KEEP_ALIVE).unwrap_or_else(|e| e.into_inner());
+            let (g, claimed) = self.wait_for_claim(s);
             s = g;
-            s.idle -= 1;
             drop(idle);
-            if to.timed_out() && s.queue.is_empty() {
+            if !claimed && s.queue.is_empty() {
                 s.threads -= 1;
                 return;
             }
+        }
+    }
+
+    /// An idle helper (counted in `idle` by the caller) waits until a
+    /// submit claims it (`true`) or [`BLOCKING_KEEP_ALIVE`] passes without
+    /// a claim (`false`, and it is no longer counted idle). A spurious
+    /// wake-up waits on for the rest of the keep-alive.
+    fn wait_for_claim<'a>(&self, mut s: std::sync::MutexGuard<'a, PoolState>) -> (std::sync::MutexGuard<'a, PoolState>, bool) {
+        let until = std::time::Instant::now() + BLOCKING_KEEP_ALIVE;
+        loop {
+            if s.claims > 0 {
+                // The claimer already took this helper out of `idle`.
+                s.claims -= 1;
+                return (s, true);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                s.idle -= 1;
+                return (s, false);
+            }
+            s = self.cv.wait_timeout(s, left).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 }

@@ -20,6 +20,8 @@ use crate::runtime::worker::idle::{Idle, Sleeper, Sleepers};
 mod cancel;
 mod select_send;
 pub use select_send::{SendArmModel, SendArmWaiter};
+// `fiber::park`'s token against unparks (`runtime::unpark`).
+mod unpark;
 
 // ----- idle-worker protocol -----
 

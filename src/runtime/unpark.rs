@@ -6,19 +6,38 @@
 //! Each fiber has one unpark token (`UNPARK` in `Task::flags`), separate
 //! from the wake-up token the runtime's own waits use (`NOTIFIED` in the
 //! task state), so a wait on a lock or a channel never consumes a user's
-//! `unpark`:
+//! `unpark`. Like `std::thread`'s, a fiber holds at most one token, and an
+//! `unpark` that finds the fiber outside `park` leaves nothing but that
+//! token (no wake-up token that a later `park` would mistake for a second
+//! unpark). The fiber marks its time inside `park` with `PARKING` in the
+//! same flag byte, so both sides decide with one read-modify-write each,
+//! ordered by that byte's modification order:
 //!
-//! 1. `unpark` sets the token (`fetch_or`, release) and then wakes the
-//!    fiber like any waker (`transition_to_notified`): pushes it if it is
-//!    parked, else leaves a wake-up token.
-//! 2. `park` consumes the token and returns if it was set; otherwise it
-//!    parks once (any wake-up ends that park) and then consumes the token
-//!    if it arrived meanwhile.
+//! 1. `unpark` sets the token (`fetch_or`). Only when the previous flags
+//!    show the fiber inside `park` (`PARKING`) without a token does it
+//!    wake it like any waker (`transition_to_notified`: pushes it if it
+//!    is parked, else leaves a wake-up token that the park consumes).
+//!    Outside `park` the token alone is enough: the fiber sees it on its
+//!    way in. With a token already set, the unpark that set it did the
+//!    waking.
+//! 2. `park` sets `PARKING` (`fetch_or`). If the previous flags hold the
+//!    token, it clears both and returns: no unpark woke it. Otherwise it
+//!    parks once (any wake-up ends that park), then clears `PARKING` and
+//!    the token together (`fetch_and`); if the token had come, its wake-up
+//!    either ended the park or left a wake-up token, which it consumes too.
 //!
-//! No unpark is lost: the token is set before the wake-up, and the park
-//! either saw it or is ended by that wake-up (the state CAS orders them).
+//! No unpark is lost: an unpark whose `fetch_or` comes before `park`'s is
+//! seen by it; one that comes after sees `PARKING` and wakes the fiber, and
+//! the park either has not suspended yet (the wake-up token ends it at
+//! once) or is ended by that wake-up (the state CAS orders them). The
+//! loom model `unpark_vs_park` (`tests/loom/unpark.rs`) runs this code.
+//!
 //! `park` may return without an `unpark` (a wake-up meant for an earlier
-//! wait, a timer): callers loop on their own condition, as with std.
+//! wait, its timeout): callers loop on their own condition, as with std.
+//! One such early return is left where a park ends by its timeout while an
+//! `unpark` is half done (it has set the token and not yet woken the
+//! fiber): the token is consumed by that park and the late wake-up ends
+//! the next one early.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +46,7 @@ use crate::runtime::context::{self, set_task_wait_reason};
 use crate::runtime::park::park_task;
 use crate::runtime::cancel::cancel_point;
 use crate::runtime::shared::Shared;
-use crate::runtime::task::{wait_kind, Task, TaskRef, UNPARK};
+use crate::runtime::task::{wait_kind, Task, TaskRef, PARKING, UNPARK};
 
 /// A handle on a fiber, for [`unpark`](Fiber::unpark) (`std::thread::Thread`
 /// shape). Get one with [`fiber::current_handle`](crate::fiber::current_handle); it is `Clone + Send + Sync`, so
@@ -72,8 +91,9 @@ impl Fiber {
     /// });
     /// ```
     pub fn unpark(&self) {
-        self.task.flags_or(UNPARK);
-        self.wake_only();
+        if unpark_token(&self.task) {
+            self.wake_only();
+        }
     }
 
     /// The fiber's id (as in [`FiberInfo::id`](crate::fiber::FiberInfo::id)).
@@ -129,23 +149,51 @@ pub(crate) fn current() -> Option<Fiber> {
     Some(Fiber { task, shared })
 }
 
-/// Consume the running fiber's unpark token if it is set.
+/// Step 1 of the token protocol: set `t`'s token; `true` when the caller
+/// must wake the fiber (it is inside `park` and had no token).
 #[inline]
-fn take_unpark(t: &Task) -> bool {
-    if t.flags_load() & UNPARK != 0 {
-        t.flags_and(!UNPARK);
+pub(crate) fn unpark_token(t: &Task) -> bool {
+    t.flags_or(UNPARK) & (UNPARK | PARKING) == PARKING
+}
+
+/// Step 2, on the way in (the running fiber `t`): mark it inside `park`;
+/// `true` when its token was set, which is then consumed (and the mark
+/// cleared): the park returns at once.
+#[inline]
+pub(crate) fn enter_park(t: &Task) -> bool {
+    if t.flags_or(PARKING) & UNPARK != 0 {
+        t.flags_and(!(PARKING | UNPARK));
         true
     } else {
         false
     }
 }
 
-/// Resets the wait reason even when the park unwinds (cancellation).
-struct ClearWait(*const Task);
-impl Drop for ClearWait {
+/// Step 2, on the way out (the running fiber `t`, its park over): clear
+/// the mark and consume the token. A token that came during the park was
+/// set by an unpark that wakes the fiber: its wake-up ended the park or
+/// left a wake-up token, consumed here, so that it does not end the next
+/// park. Returns whether the token had come.
+#[inline]
+pub(crate) fn leave_park(t: &Task) -> bool {
+    let came = t.flags_and(!(PARKING | UNPARK)) & UNPARK != 0;
+    if came {
+        t.take_token();
+    }
+    came
+}
+
+/// Resets the wait reason and leaves the park (`leave_park`) even when the
+/// park unwinds (cancellation): a fiber outside `park` never keeps
+/// `PARKING`.
+struct Leave(*const Task);
+impl Drop for Leave {
     fn drop(&mut self) {
-        // SAFETY: the running fiber's own task (made by `park` from TLS).
-        set_task_wait_reason(unsafe { &*self.0 }, wait_kind::NONE, 0);
+        // SAFETY: the running fiber's own task (from TLS by `park` or
+        // `park_timeout`), alive while its fiber runs.
+        let t = unsafe { &*self.0 };
+        leave_park(t);
+        set_task_wait_reason(t, wait_kind::NONE, 0);
     }
 }
 
@@ -159,14 +207,17 @@ pub(crate) fn park() {
     }
     // SAFETY: the running task, alive while its fiber runs.
     let task = unsafe { &*t };
-    if take_unpark(task) {
+    if enter_park(task) {
         cancel_point(task);
         return;
     }
     set_task_wait_reason(task, wait_kind::PARK, 0);
-    let _clear = ClearWait(t);
+    let leave = Leave(t);
     park_task(t);
-    take_unpark(task);
+    // Consumes the token and a wake-up token its unpark left.
+    drop(leave);
+    // A consumed wake-up token may have been a canceller's.
+    cancel_point(task);
 }
 
 /// `fiber::park_timeout`: [`park`] for at most `d`, with a worker timer.
@@ -179,14 +230,14 @@ pub(crate) fn park_timeout(d: Duration) {
     };
     // SAFETY: the running task, alive while its fiber runs.
     let task = unsafe { &*t };
-    if take_unpark(task) {
-        cancel_point(task);
-        return;
-    }
     let Some(deadline) = Instant::now().checked_add(d) else {
         park(); // beyond any clock: no timer
         return;
     };
+    if enter_park(task) {
+        cancel_point(task);
+        return;
+    }
     if let Some(me) = context::current_task_ref() {
         // The worker is not used after the park below.
         w.add_timer(deadline, me);
@@ -197,14 +248,15 @@ pub(crate) fn park_timeout(d: Duration) {
         fn drop(&mut self) {
             // SAFETY: the running fiber's own task (from TLS above); the
             // timer armed for this wait is stale from now on.
-            let t = unsafe { &*self.0 };
-            t.timed_wait_over();
-            set_task_wait_reason(t, wait_kind::NONE, 0);
+            unsafe { &*self.0 }.timed_wait_over();
         }
     }
-    let _over = Over(t);
+    let leave = Leave(t);
+    let over = Over(t);
     park_task(t);
-    take_unpark(task);
+    drop(over);
+    drop(leave);
+    cancel_point(task);
 }
 
 #[allow(dead_code)]

@@ -24,6 +24,7 @@ use hwlocality::object::distance::DistancesKind;
 use hwlocality::object::types::ObjectType;
 use hwlocality::Topology as HwTopology;
 
+use super::xml_depth::{self, MAX_XML_DEPTH};
 use super::{check_matrix, NumaNode, Topology, TopologyError, TopologyErrorKind as K};
 
 /// Build an hwloc topology, turning both its errors and a panic inside
@@ -458,10 +459,18 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
     if xml.contains('\0') {
         return Err(invalid("the file contains a NUL byte".into()));
     }
-    let hw = build_guarded(|| {
-        HwTopology::builder().from_xml(&xml).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
-    })
-    .map_err(invalid)?;
+    if let Some(line) = xml_depth::too_deep_at(&xml) {
+        return Err(TopologyError::new(
+            K::InvalidXml,
+            format!(
+                "`{shown}` nests its XML elements more than {MAX_XML_DEPTH} deep (line {line}), far \
+                 deeper than a machine's topology (about a dozen levels), so it is no hwloc \
+                 topology export; hwloc's own XML parser would recurse that deep on the stack. \
+                 Write the file with `lstopo {shown}` or `lstopo-no-graphics --of xml`"
+            ),
+        ));
+    }
+    let hw = parse_xml(&xml).map_err(invalid)?;
     let (nodes, node_os, matrix) = extract(&hw);
     let matrix = matrix.map_err(|why| {
         TopologyError::new(
@@ -475,6 +484,30 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
     let t = Topology::from_parts(nodes, node_os, matrix, false, format!("xml:{shown}"));
     t.validate()?;
     Ok(t)
+}
+
+/// Stack of the thread that parses an XML topology: hwloc's own XML
+/// parser recurses once per nested element, a few hundred bytes each, and
+/// [`MAX_XML_DEPTH`] levels take a small part of this, whatever stack the
+/// caller runs on (a fiber's may be small).
+const XML_PARSE_STACK: usize = 2 << 20;
+
+/// Load `xml` with hwloc on a thread of its own ([`XML_PARSE_STACK`]); on
+/// the calling thread if no thread can be started (the depth is checked
+/// already, so that only risks a small fiber stack).
+fn parse_xml(xml: &str) -> Result<HwTopology, String> {
+    let parse = || {
+        build_guarded(|| {
+            HwTopology::builder().from_xml(xml).map_err(|e| e.to_string())?.build().map_err(|e| e.to_string())
+        })
+    };
+    std::thread::scope(|s| {
+        match std::thread::Builder::new().name("numafiber-xml".into()).stack_size(XML_PARSE_STACK).spawn_scoped(s, parse)
+        {
+            Ok(h) => h.join().unwrap_or_else(|_| Err("hwloc failed unexpectedly".into())),
+            Err(_) => parse(),
+        }
+    })
 }
 
 /// Nodes (with PUs), their OS indexes, and the NUMA latency matrix:

@@ -35,6 +35,7 @@
 
 mod error;
 mod hwloc;
+mod xml_depth;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -373,7 +374,10 @@ impl Topology {
     /// [`TopologyErrorKind::XmlFileUnreadable`] (missing/unreadable file, a
     /// directory, or not a regular file: a FIFO or device is refused
     /// without reading from it),
-    /// [`TopologyErrorKind::InvalidXml`] (hwloc cannot load it), or a
+    /// [`TopologyErrorKind::InvalidXml`] (hwloc cannot load it, or its
+    /// elements nest more than 256 deep: a machine's topology nests about a
+    /// dozen deep, and hwloc's own XML parser would recurse through every
+    /// level on the stack; the file is refused before hwloc reads it), or a
     /// distance-matrix kind if its `<distances2>` matrix is malformed.
     ///
     /// ```

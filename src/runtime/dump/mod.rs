@@ -86,7 +86,10 @@
 //! state, wait and sites are read once, atomically per field, so a fiber
 //! may be shown parked while its waker is already queuing it (each line is
 //! true at some instant during the dump, not all at the same instant).
-//! Worker queue lengths are read one after the other. "Running for" and
+//! Worker queue lengths are read one after the other. Each fiber is
+//! listed once: one that moved to another worker while the workers were
+//! read is shown running on the worker read last, and the worker it left
+//! as between fibers. "Running for" and
 //! ages are measured by the stall monitor's clock (its sampling period,
 //! a quarter of the threshold); without the monitor they are not shown.
 //!
@@ -470,8 +473,9 @@ impl FiberDump {
     pub fn spawn_site(&self) -> Option<&'static Location<'static>> {
         self.spawn_site
     }
-    /// The worker that runs it or last ran it (until it first runs: the
-    /// worker placement chose).
+    /// The worker that runs it (for a running fiber: the worker whose
+    /// line names it) or last ran it (until it first runs: the worker
+    /// placement chose).
     pub fn worker(&self) -> usize {
         self.worker
     }
@@ -699,8 +703,9 @@ fn capture_workers(
 ) -> (Vec<WorkerDump>, usize) {
     let mut workers = Vec::with_capacity(shared.workers.len());
     let mut queued = 0usize;
+    let mut running_on = running_fibers(shared, shut_down);
     for (i, w) in shared.workers.iter().enumerate() {
-        let running = if shut_down { None } else { running::protect(w) };
+        let running = running_on[i].take();
         let held_since = w.insight.held_since_ms.load(Relaxed);
         let slice_ms = w.insight.slice_start_ms.load(Relaxed);
         let running_for = running
@@ -735,13 +740,37 @@ fn capture_workers(
             timers: w.timers.len(),
         });
         if let Some(t) = running {
-            fibers.push(fiber_of(shared, &t, FiberState::Running, running_for, now));
+            let mut f = fiber_of(shared, &t, FiberState::Running, running_for, now);
+            // Where it was seen running (its last worker may have moved on).
+            f.worker = i;
+            f.node = w.slot.node;
+            fibers.push(f);
             stacks.push(stack_of(&t));
         }
     }
     // Fibers a busy poll made ready, not yet taken by any worker.
     queued += shared.io_ready.len();
     (workers, queued)
+}
+
+/// The fiber running on each worker, protected (`running::protect`), each
+/// fiber on one worker at most. The workers are read one after the other,
+/// so a fiber that gives control back on one worker and is resumed on a
+/// later one between the two reads is seen on both: it is kept where it
+/// was read last, and the worker it left is shown between fibers (which
+/// it was, at some instant after its read: module docs, "What is a
+/// snapshot"). A fiber runs on one worker at a time, so the later read is
+/// the newer one.
+fn running_fibers(shared: &Shared, shut_down: bool) -> Vec<Option<TaskRef>> {
+    let mut on: Vec<Option<TaskRef>> =
+        shared.workers.iter().map(|w| if shut_down { None } else { running::protect(w) }).collect();
+    for i in 0..on.len() {
+        let Some(t) = &on[i] else { continue };
+        if on[i + 1..].iter().flatten().any(|later| Arc::ptr_eq(t, later)) {
+            on[i] = None;
+        }
+    }
+    on
 }
 
 /// Every registered fiber not running now, in id order, after the running

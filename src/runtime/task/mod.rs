@@ -151,6 +151,10 @@ pub(crate) const DRAINING: u8 = 0b1;
 pub(crate) const CANCEL: u8 = 0b10;
 /// `Task::flags`: the `fiber::park` token (`runtime::unpark`).
 pub(crate) const UNPARK: u8 = 0b100;
+/// `Task::flags`: the fiber is inside `fiber::park` / `park_timeout`, from
+/// its entry to its return; only then does an `unpark` wake it
+/// (`runtime::unpark`, "The token").
+pub(crate) const PARKING: u8 = 0b1000_0000;
 /// `Task::flags`: the fiber waits for a child it queued on its own worker
 /// (set by `fiber::reclaim` where no other worker takes work); woken on
 /// that worker, it goes behind its unstarted children
@@ -234,10 +238,12 @@ pub(crate) struct Task {
     /// Requests and marks read on every suspension: `DRAINING` (set by the
     /// shutdown drain while it destroys this task: the fiber must not
     /// suspend any more), `CANCEL` (`JoinHandle::cancel`, `runtime::cancel`),
-    /// `UNPARK` (the `fiber::park` token, `runtime::unpark`). Other threads
-    /// only `fetch_or` `CANCEL` and `UNPARK`; the fiber clears `UNPARK`.
-    /// Kept in one byte so a yield reads one flag word for all of them.
-    flags: AtomicU8,
+    /// `UNPARK` (the `fiber::park` token, `runtime::unpark`), `PARKING`
+    /// (inside `fiber::park`). Other threads only `fetch_or` `CANCEL` and
+    /// `UNPARK`; the fiber sets and clears `PARKING` and clears `UNPARK`.
+    /// Kept in one byte so a yield reads one flag word for all of them; a
+    /// loom atomic under `cfg(loom)`.
+    flags: StateCell,
     /// Depth of the fiber's `fiber::shield` sections (`cancel::ShieldGuard`):
     /// cancellation points do not unwind while it is above zero. Only the
     /// fiber touches it.
@@ -431,7 +437,7 @@ impl NewTask {
             pin: pin_of(self.pinned),
             reclaim_by: self.reclaim_by,
             state: StateCell::new(QUEUED | FRESH),
-            flags: AtomicU8::new(0),
+            flags: StateCell::new(0),
             shield: Cell::new(0),
             locals: locals::LocalSlot::new(None),
             stack_lo: AtomicUsize::new(0),
@@ -493,7 +499,7 @@ impl NewTask {
         *pin = pin_of(self.pinned);
         *reclaim_by = self.reclaim_by;
         *state = StateCell::new(QUEUED | FRESH);
-        *flags = AtomicU8::new(0);
+        *flags = StateCell::new(0);
         *shield = Cell::new(0);
         // A fiber's values are dropped when it ends (`fiber::local`), or by
         // the drain right after it destroyed the fiber: a spent task has
@@ -524,7 +530,7 @@ impl NewTask {
 }
 
 impl Task {
-    /// The flags (`DRAINING`, `CANCEL`, `UNPARK`, `BEHIND`).
+    /// The flags (`DRAINING`, `CANCEL`, `UNPARK`, `BEHIND`, `PARKING`).
     #[inline(always)]
     pub(crate) fn flags_load(&self) -> u8 {
         self.flags.load(Acquire)
@@ -536,10 +542,10 @@ impl Task {
         self.flags.fetch_or(f, AcqRel)
     }
 
-    /// Clear flags.
+    /// Keep only the flags in `f`; returns the previous ones.
     #[inline]
-    pub(crate) fn flags_and(&self, f: u8) {
-        self.flags.fetch_and(f, AcqRel);
+    pub(crate) fn flags_and(&self, f: u8) -> u8 {
+        self.flags.fetch_and(f, AcqRel)
     }
 
     /// Being destroyed by the shutdown drain.
