@@ -54,13 +54,27 @@ impl Builder {
     /// Print a dump of this runtime to stderr whenever the process gets
     /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
     /// then every fiber. The handler only writes a byte to a pipe; a
-    /// helper thread takes and prints the dump. Installing the handler
-    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
-    /// dump). A signal that cannot be caught is a
-    /// [`BuildErrorKind::Signal`](crate::BuildErrorKind::Signal) error at [`build`](Self::build).
+    /// helper thread takes and prints the dump. The handler is
+    /// signal-hook's, as for [`signal::signal`](crate::signal::signal), so
+    /// it chains: a dump on `SIGINT` and
+    /// [`signal::ctrl_c`](crate::signal::ctrl_c) both see each Ctrl-C,
+    /// whichever was set up first, and a handler installed before either
+    /// (not by signal-hook) is still called. The signal's default action
+    /// is gone from then on (for `SIGQUIT`: the core dump).
+    ///
+    /// # Errors (at [`build`](Self::build))
+    /// - a signal that cannot be caught (`SIGKILL`, `SIGSTOP`, a number
+    ///   out of range): [`BuildErrorKind::Signal`](crate::BuildErrorKind::Signal);
+    /// - `SIGSEGV`, `SIGBUS`, `SIGILL` or `SIGFPE`, which the program's own
+    ///   faults raise (on `SIGSEGV` and `SIGBUS` the fiber stack-overflow
+    ///   report runs): [`BuildErrorKind::FaultSignal`](crate::BuildErrorKind::FaultSignal).
+    ///   Use `SIGQUIT` (Ctrl-\\ in a terminal), `SIGUSR1` or `SIGUSR2`.
     ///
     /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// use numafiber::{BuildErrorKind, Runtime};
+    /// let rt = Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// let e = Runtime::builder().workers(1).dump_on_signal(libc::SIGSEGV).build().unwrap_err();
+    /// assert!(matches!(e.kind(), BuildErrorKind::FaultSignal { .. }));
     /// # Ok::<(), numafiber::BuildError>(())
     /// ```
     pub fn dump_on_signal(mut self, signal: i32) -> Builder {
@@ -79,6 +93,9 @@ impl Builder {
                     signal: sig,
                     reason: "not a signal a handler can catch".into(),
                 }));
+            }
+            if let Some(name) = super::signal::fault_signal(sig) {
+                return Err(BuildError::new(BuildErrorKind::FaultSignal { signal: sig, name }));
             }
         }
         Ok(())
