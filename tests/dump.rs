@@ -288,7 +288,7 @@ fn block_in_place_keeps_the_worker_running_other_fibers() {
 /// by the other worker and keep running, and the hog is named once, by
 /// name (in the long-slice summary: nothing waited on it).
 #[test]
-fn a_hog_is_reported_once_and_the_fibers_behind_it_run() {
+fn a_hog_is_named_once_and_the_fibers_behind_it_run() {
     let reports: Arc<StdMutex<Vec<StallReport>>> = Arc::new(StdMutex::new(Vec::new()));
     let r2 = reports.clone();
     let rt = Runtime::builder()
