@@ -1,5 +1,7 @@
 //! Seeing inside a running runtime: an echo server with idle connections,
-//! a request handler that hogs its worker (the stall monitor reports it),
+//! a request handler that hogs its worker (the stall monitor moves the
+//! other fibers off that worker; nothing waits on the hog, so it is named
+//! once, in the long-slice count at shutdown),
 //! a dump taken while it all runs, and a deadlock whose report ends with
 //! the grouped dump.
 //!

@@ -34,8 +34,9 @@
 //!   [`runtime::Handle`] to spawn from anywhere, and a window inside:
 //!   [`Runtime::dump`] (every fiber: state, what it waits on, where it was
 //!   spawned, where its stack lives) and the stall monitor
-//!   ([`Builder::stall_threshold`], [`Builder::on_stall`]) that reports a
-//!   fiber holding its worker too long.
+//!   ([`Builder::stall_threshold`], [`Builder::on_stall`]) that moves the
+//!   fibers queued behind a fiber holding its worker too long, and reports
+//!   it when something waited on it.
 //! * [`fiber`]: `spawn`, `spawn_pinned`, `yield_now`, `await_fiber`,
 //!   `join` (fork-join), `when_all`, `when_any`, `scope`, `sleep`,
 //!   `current`, [`JoinSet`](fiber::JoinSet) (results in finishing order),

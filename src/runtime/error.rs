@@ -105,6 +105,17 @@ pub enum BuildErrorKind {
     /// [`Builder::stall_threshold`](crate::runtime::Builder::stall_threshold)
     /// was zero.
     ZeroStallThreshold,
+    /// [`Builder::dump_on_signal`](crate::runtime::Builder::dump_on_signal)
+    /// named `SIGSEGV`, `SIGBUS`, `SIGILL` or `SIGFPE`: the program's own
+    /// faults raise them, and on `SIGSEGV` and `SIGBUS` the runtime's
+    /// fiber stack-overflow report runs, which a dump handler would stand
+    /// in the way of. Use `SIGQUIT`, `SIGUSR1` or `SIGUSR2`.
+    FaultSignal {
+        /// The signal number given.
+        signal: i32,
+        /// Its name (`"SIGSEGV"`, ...).
+        name: &'static str,
+    },
 }
 
 impl BuildError {
@@ -197,6 +208,13 @@ impl fmt::Display for BuildError {
                 f,
                 "cannot dump on signal {signal}: {reason}; pass a signal that can be caught \
                  (libc::SIGQUIT, libc::SIGUSR1, ...; not SIGKILL or SIGSTOP)"
+            ),
+            BuildErrorKind::FaultSignal { signal, name } => write!(
+                f,
+                "cannot dump on signal {signal} ({name}): the program's own faults raise it, and \
+                 a dump handler would replace the fiber stack-overflow report (SIGSEGV, SIGBUS) \
+                 or return to the faulting instruction; pass libc::SIGQUIT (Ctrl-\\ in a \
+                 terminal), libc::SIGUSR1 or libc::SIGUSR2"
             ),
             BuildErrorKind::ZeroStallThreshold => write!(
                 f,

@@ -58,7 +58,7 @@ pub(crate) mod dump;
 pub(crate) mod monitor;
 
 pub use dump::{Dump, FiberDump, FiberState, Grouped, NodeDump, Wait, WaitKind, WorkerActivity, WorkerDump};
-pub use monitor::{StallReport, DEFAULT_STALL_THRESHOLD};
+pub use monitor::{StallCause, StallReport, DEFAULT_STALL_THRESHOLD};
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]

@@ -26,11 +26,17 @@
 //! Once a kind has a handler, its default action is gone for the life of
 //! the process (tokio does the same): after the first `ctrl_c()` call,
 //! Ctrl-C no longer kills the program, even when nobody waits any more.
-//! signal-hook chains to a handler that was installed before it.
+//! signal-hook chains to a handler that was installed before it, and runs
+//! every action registered through it for a signal: a
+//! [`Builder::dump_on_signal`](crate::Builder::dump_on_signal) on the same
+//! signal (also signal-hook's) and [`ctrl_c`] both see each delivery,
+//! whichever was set up first.
 //!
-//! Forbidden signals (`SIGKILL`, `SIGSTOP`, `SIGILL`, `SIGFPE`, `SIGSEGV`)
-//! and numbers outside `1..=SIGRTMAX` are refused with
-//! [`io::ErrorKind::InvalidInput`].
+//! Refused with [`io::ErrorKind::InvalidInput`]: `SIGKILL` and `SIGSTOP`
+//! (they cannot be caught); `SIGSEGV`, `SIGBUS`, `SIGILL` and `SIGFPE`
+//! (the program's own faults raise them, and on `SIGSEGV` and `SIGBUS`
+//! numafiber's fiber stack-overflow report runs); numbers outside
+//! `1..=SIGRTMAX`.
 
 use std::collections::HashMap;
 use std::io;
@@ -150,12 +156,22 @@ fn slot_for(kind: SignalKind) -> io::Result<Arc<Slot>> {
             format!("signal number {sig} is out of range: use 1..={} (see SignalKind)", libc::SIGRTMAX()),
         ));
     }
+    if let Some(name) = crate::runtime::dump::signal::fault_signal(sig) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "signal {sig} ({name}) cannot be waited for: the program's own faults raise it, and a handler \
+                 would stand in the way of the fiber stack-overflow report (SIGSEGV, SIGBUS) or return to the \
+                 faulting instruction; wait for SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 instead"
+            ),
+        ));
+    }
     if signal_hook::consts::FORBIDDEN.contains(&sig) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "signal {sig} cannot be waited for: SIGKILL and SIGSTOP cannot be caught, and SIGILL, SIGFPE \
-                 and SIGSEGV mean the program itself faulted"
+                "signal {sig} cannot be waited for: SIGKILL and SIGSTOP cannot be caught; wait for SIGTERM, \
+                 SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 instead"
             ),
         ));
     }
@@ -252,13 +268,15 @@ impl Signal {
 /// returns a [`Signal`] that sees the deliveries from now on.
 ///
 /// # Errors
-/// [`io::ErrorKind::InvalidInput`] for a forbidden signal or a number out
-/// of range; an OS error if the handler or the dispatcher thread cannot be
-/// installed.
+/// [`io::ErrorKind::InvalidInput`] for a refused signal (module docs:
+/// `SIGKILL`, `SIGSTOP`, and the fault signals `SIGSEGV`, `SIGBUS`,
+/// `SIGILL`, `SIGFPE`) or a number out of range; an OS error if the
+/// handler or the dispatcher thread cannot be installed.
 ///
 /// ```
 /// use numafiber::signal::{signal, SignalKind};
 /// assert!(signal(SignalKind::from_raw(libc::SIGKILL)).is_err());
+/// assert!(signal(SignalKind::from_raw(libc::SIGBUS)).is_err());
 /// assert!(signal(SignalKind::from_raw(0)).is_err());
 /// ```
 pub fn signal(kind: SignalKind) -> io::Result<Signal> {

@@ -11,16 +11,42 @@ use crate::runtime::{Builder, Handle, Runtime};
 
 impl Builder {
     /// How long a fiber may run without giving control back to its worker
-    /// before the stall monitor reports it (default
+    /// before the stall monitor moves the fibers queued behind it to other
+    /// workers, and reports it if something waited on it (default
     /// [`DEFAULT_STALL_THRESHOLD`](crate::runtime::DEFAULT_STALL_THRESHOLD),
     /// 50 ms); `None` turns the monitor off.
     ///
     /// The monitor is a thread per runtime that samples each worker's
     /// switch counter every quarter threshold (nothing is added to the
     /// switch path) and parks while every worker sleeps. A fiber over the
-    /// threshold is reported once per incident through
-    /// [`on_stall`](Self::on_stall), and an idle worker is woken to take
-    /// the fibers queued behind it (module `runtime::monitor`). Zero is a
+    /// threshold holds its worker: an idle worker is woken to take the
+    /// fibers queued behind it, without a word. It is reported through
+    /// [`on_stall`](Self::on_stall), once per incident, only when it hurt
+    /// ([`StallCause`](crate::runtime::StallCause)): fibers queued behind
+    /// it waited a threshold while another worker slept and could not take
+    /// them (pinned to that worker, or out of the policy's reach), a timer
+    /// of its worker was overdue by a threshold, or fibers waiting on
+    /// sockets went unpolled that long. Long slices that nothing waited on
+    /// (fork-join and task-graph code computes that long by design) are
+    /// counted and said once, at shutdown
+    /// ([`StallCause::LongSlices`](crate::runtime::StallCause::LongSlices)).
+    /// Module `runtime::monitor` has the rules.
+    ///
+    /// # Which threshold
+    ///
+    /// The threshold is both how soon queued fibers are rescued and how
+    /// late a stall may be reported; the monitor wakes four times per
+    /// threshold while a worker runs. Lower is not better below a few
+    /// milliseconds: the monitor sees a worker's switch counter, not its
+    /// CPU, so a worker thread the OS preempts (its time slice is a few
+    /// milliseconds, longer on a loaded machine), a page fault storm or a
+    /// first touch of a stack looks like a fiber that does not give control
+    /// back, and with a threshold of a millisecond or two even fibers that
+    /// run for microseconds get reported now and then, and every report
+    /// runs the hook. Tens of milliseconds (the default) catch the fibers
+    /// that hurt latency (a blocking call, a loop that never yields)
+    /// without that noise; a latency-bound server may go down to about
+    /// 10 ms; a batch job may raise it or turn the monitor off. Zero is a
     /// [`BuildErrorKind::ZeroStallThreshold`](crate::BuildErrorKind::ZeroStallThreshold)
     /// error at [`build`](Self::build).
     ///
@@ -36,8 +62,12 @@ impl Builder {
     }
 
     /// What the stall monitor does with a [`StallReport`] (default: print
-    /// it to stderr). Runs on the monitor thread, once per incident; it may
-    /// take a [`Runtime::dump`] through a [`Handle`].
+    /// it to stderr). Runs on the monitor thread: once per stall (a long
+    /// slice something waited on, [`StallReport::cause`]), and once at
+    /// shutdown for the long slices that were not stalls, if there were
+    /// any. It may take a [`Runtime::dump`] through a [`Handle`]. A panic
+    /// of the hook is caught: the first is said on stderr, and the monitor
+    /// carries on (reports, and moving fibers off held workers).
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder()
@@ -54,13 +84,27 @@ impl Builder {
     /// Print a dump of this runtime to stderr whenever the process gets
     /// `signal` (Go dumps its goroutines on `SIGQUIT`): the grouped form,
     /// then every fiber. The handler only writes a byte to a pipe; a
-    /// helper thread takes and prints the dump. Installing the handler
-    /// replaces the signal's previous disposition (for `SIGQUIT`: the core
-    /// dump). A signal that cannot be caught is a
-    /// [`BuildErrorKind::Signal`](crate::BuildErrorKind::Signal) error at [`build`](Self::build).
+    /// helper thread takes and prints the dump. The handler is
+    /// signal-hook's, as for [`signal::signal`](crate::signal::signal), so
+    /// it chains: a dump on `SIGINT` and
+    /// [`signal::ctrl_c`](crate::signal::ctrl_c) both see each Ctrl-C,
+    /// whichever was set up first, and a handler installed before either
+    /// (not by signal-hook) is still called. The signal's default action
+    /// is gone from then on (for `SIGQUIT`: the core dump).
+    ///
+    /// # Errors (at [`build`](Self::build))
+    /// - a signal that cannot be caught (`SIGKILL`, `SIGSTOP`, a number
+    ///   out of range): [`BuildErrorKind::Signal`](crate::BuildErrorKind::Signal);
+    /// - `SIGSEGV`, `SIGBUS`, `SIGILL` or `SIGFPE`, which the program's own
+    ///   faults raise (on `SIGSEGV` and `SIGBUS` the fiber stack-overflow
+    ///   report runs): [`BuildErrorKind::FaultSignal`](crate::BuildErrorKind::FaultSignal).
+    ///   Use `SIGQUIT` (Ctrl-\\ in a terminal), `SIGUSR1` or `SIGUSR2`.
     ///
     /// ```
-    /// let rt = numafiber::Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// use numafiber::{BuildErrorKind, Runtime};
+    /// let rt = Runtime::builder().workers(1).dump_on_signal(libc::SIGUSR2).build()?;
+    /// let e = Runtime::builder().workers(1).dump_on_signal(libc::SIGSEGV).build().unwrap_err();
+    /// assert!(matches!(e.kind(), BuildErrorKind::FaultSignal { .. }));
     /// # Ok::<(), numafiber::BuildError>(())
     /// ```
     pub fn dump_on_signal(mut self, signal: i32) -> Builder {
@@ -79,6 +123,9 @@ impl Builder {
                     signal: sig,
                     reason: "not a signal a handler can catch".into(),
                 }));
+            }
+            if let Some(name) = super::signal::fault_signal(sig) {
+                return Err(BuildError::new(BuildErrorKind::FaultSignal { signal: sig, name }));
             }
         }
         Ok(())
