@@ -29,6 +29,52 @@ fn recording_rt(workers: usize, threshold: Option<Duration>) -> (Runtime, Report
     (rt, reports)
 }
 
+/// A fork-join tree of 8 leaves and 6 spawned fibers, each leaf computing
+/// 100 ms without yielding: long slices that nothing waits on.
+fn compute() -> u32 {
+    fn tree(depth: u32) -> u32 {
+        if depth == 0 {
+            spin(Duration::from_millis(100));
+            return 1;
+        }
+        let (a, b) = fiber::join(|| tree(depth - 1), || tree(depth - 1));
+        a + b
+    }
+    let spawned: Vec<_> = (0..6).map(|_| fiber::spawn(|| tree(0))).collect();
+    tree(3) + spawned.into_iter().map(|h| h.join().unwrap()).sum::<u32>()
+}
+
+const CHILD_ENV: &str = "NUMAFIBER_MONITOR_TEST_CHILD";
+
+/// With the default hook (stderr), compute that nothing waits on leaves
+/// stderr clean, summary included; the count is in `Stats`. Runs the
+/// compute in a child process and reads its stderr.
+#[test]
+fn the_default_hook_keeps_stderr_clean_on_compute() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap();
+        assert_eq!(rt.block_on(compute), 14);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while rt.stats().long_slices == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        println!("LONG_SLICES {}", rt.stats().long_slices);
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "the_default_hook_keeps_stderr_clean_on_compute", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the child failed: {stdout}\n{stderr}");
+    let noise: Vec<&str> = stderr.lines().filter(|l| l.contains("numafiber")).collect();
+    assert!(noise.is_empty(), "the default hook printed on compute: {noise:#?}");
+    let counted = stdout.lines().find_map(|l| l.split("LONG_SLICES ").nth(1)).expect("the child's count");
+    assert_ne!(counted.trim(), "0", "Stats::long_slices did not count the long slices");
+}
+
 /// Spin (never yield) for `d`.
 fn spin(d: Duration) {
     let t = Instant::now();
@@ -75,34 +121,25 @@ fn hog_with_pinned_fiber_behind(rt: &Runtime, name: &str, release: &Arc<AtomicBo
 #[test]
 fn compute_nobody_waits_on_is_said_once_at_shutdown() {
     let (rt, reports) = recording_rt(2, None);
-    fn tree(depth: u32) -> u32 {
-        if depth == 0 {
-            spin(Duration::from_millis(100));
-            return 1;
-        }
-        let (a, b) = fiber::join(|| tree(depth - 1), || tree(depth - 1));
-        a + b
-    }
     let leaves = within(120, "the compute", {
         let h = rt.handle();
-        move || {
-            h.spawn(|| {
-                let spawned: Vec<_> = (0..6).map(|_| fiber::spawn(|| tree(0))).collect();
-                tree(3) + spawned.into_iter().map(|h| h.join().unwrap()).sum::<u32>()
-            })
-            .join()
-            .unwrap()
-        }
+        move || h.spawn(compute).join().unwrap()
     });
     assert_eq!(leaves, 14);
     let during = reports.lock().unwrap().clone();
     assert!(during.is_empty(), "compute reported as stalls: {during:#?}");
+    // The monitor counts a slice when it sees it end, at its next sample.
+    wait_for("a long slice counted in Stats", || rt.stats().long_slices >= 1);
+    let counted = rt.stats().long_slices;
     drop(rt);
     let reports = reports.lock().unwrap();
     assert_eq!(reports.len(), 1, "not said once: {reports:#?}");
     let r = &reports[0];
     match r.cause() {
-        StallCause::LongSlices { count } => assert!((1..=14).contains(&count), "{r:?}"),
+        StallCause::LongSlices { count } => {
+            assert!((1..=14).contains(&count), "{r:?}");
+            assert!(count >= counted, "the summary's count {count} is below Stats::long_slices {counted}");
+        }
         c => panic!("not the long-slice summary: {c:?}"),
     }
     assert!(r.running_for() >= Duration::from_millis(50), "{r:?}");

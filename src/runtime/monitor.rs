@@ -45,9 +45,12 @@
 //! * **sockets unpolled**: fibers wait on sockets and no worker polled
 //!   for readiness for a threshold (see `watch_reactor`).
 //!
-//! Every other held slice is counted, and the count is said once, when
-//! the runtime shuts down: one [`StallCause::LongSlices`] report naming
-//! the longest.
+//! Every other held slice is counted (`Stats::long_slices`), and the count
+//! is said once, when the runtime shuts down: one
+//! [`StallCause::LongSlices`] report naming the longest, to a hook set
+//! with `Builder::on_stall`. The default hook (stderr) leaves that report
+//! out, so programs that compute in long slices by design (fork-join,
+//! task graphs) keep a clean stderr.
 //!
 //! # A hook that panics
 //!
@@ -77,7 +80,7 @@
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -303,9 +306,17 @@ impl fmt::Debug for StallHook {
 }
 
 impl StallHook {
-    /// Prints the report to stderr.
+    /// Prints each stall to stderr. The shutdown's count of long slices
+    /// that were no stall ([`StallCause::LongSlices`]) is not printed: a
+    /// program that computes in long slices by design keeps a clean stderr,
+    /// and the count is in [`Stats::long_slices`](crate::runtime::Stats::long_slices)
+    /// and goes to a hook set with `Builder::on_stall`.
     pub(crate) fn stderr() -> StallHook {
-        StallHook(Arc::new(|r: &StallReport| eprintln!("{r}")))
+        StallHook(Arc::new(|r: &StallReport| {
+            if r.cause().is_stall() {
+                eprintln!("{r}")
+            }
+        }))
     }
 }
 
@@ -317,6 +328,9 @@ pub(crate) struct MonitorShared {
     /// Joined by `Runtime::shutdown` (so a program that builds and drops
     /// runtimes in a loop does not pile up exiting monitor threads).
     handle: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Held slices that ended unreported (`Stats::long_slices`), shared with
+    /// the monitor thread, which counts them.
+    long_slices: Arc<AtomicU64>,
 }
 
 impl MonitorShared {
@@ -330,6 +344,11 @@ impl MonitorShared {
         if self.parked.load(SeqCst) {
             self.unpark();
         }
+    }
+
+    /// Held slices that ended unreported so far (`Stats::long_slices`).
+    pub(crate) fn long_slices(&self) -> u64 {
+        self.long_slices.load(Relaxed)
     }
 
     /// Wake the monitor (a worker woke, or shutdown).
@@ -417,13 +436,20 @@ struct Monitor {
     unpolled_since: u64,
     /// Held slices that ended unreported, and the longest of them.
     long_slices: u64,
+    /// The same count, for `Stats` (`MonitorShared::long_slices`).
+    long_slices_shared: Arc<AtomicU64>,
     longest: Option<StallReport>,
     /// The hook panicked once (said on stderr, not again).
     hook_panicked: bool,
 }
 
 fn run(weak: Weak<Shared>, threshold: Duration, hook: StallHook) {
+    let long_slices_shared = match weak.upgrade() {
+        Some(s) => s.insight.monitor.long_slices.clone(),
+        None => return, // the runtime is gone before its monitor started
+    };
     let mut m = Monitor {
+        long_slices_shared,
         hook,
         threshold,
         threshold_ms: threshold.as_millis().max(1) as u64,
@@ -517,6 +543,7 @@ impl Monitor {
         }
         if let Some(r) = s.report.take() {
             self.long_slices += 1;
+            self.long_slices_shared.fetch_add(1, Relaxed);
             if self.longest.as_ref().is_none_or(|l| r.running_for > l.running_for) {
                 self.longest = Some(r);
             }

@@ -153,6 +153,12 @@ pub struct Stats {
     /// is not tried again before the fiber waits, so this stays at or
     /// below one per wait.
     pub io_would_block: u64,
+    /// Fiber slices that ran longer than the stall threshold without being
+    /// a stall (nothing waited on them that another worker did not take):
+    /// normal in fork-join and task-graph code, so not printed; a
+    /// `Builder::on_stall` hook gets the count once, at shutdown, as
+    /// `StallCause::LongSlices`. 0 when the stall monitor is off.
+    pub long_slices: u64,
 }
 
 impl Stats {
@@ -226,6 +232,7 @@ impl Stats {
             mapped_onto_real_pus: !shared.topology.is_this_machine(),
             default_distances: !shared.topology.has_distance_matrix(),
             io_would_block: shared.reactor.get().map_or(0, |r| r.would_block()),
+            long_slices: shared.insight.monitor.long_slices(),
         }
     }
 
