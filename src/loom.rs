@@ -1,8 +1,8 @@
 //! A small loom/std facade (in the style of tokio's `src/loom`).
 //!
 //! The synchronisation the scheduling protocols rely on (the fiber state
-//! machine in `fiber::task`, the join `Packet`, the fork-join `Latch`, the
-//! idle-worker protocol in `runtime::idle`) is written against these paths.
+//! machine in `runtime::task`, the join `Packet`, the fork-join `Latch`, the
+//! idle-worker protocol in `runtime::worker::idle`) is written against these paths.
 //! In a normal build they are plain `std` types and functions, so the
 //! compiled code is unchanged. Built with `RUSTFLAGS="--cfg loom"` they are
 //! [loom](https://docs.rs/loom)'s instrumented types, and the models in

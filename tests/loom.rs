@@ -7,20 +7,20 @@
 //! facade in `src/loom.rs`), and `numafiber::__loom` exposes thin wrappers
 //! around it. What runs is the real code:
 //!
-//! * `runtime::idle::Idle` (`sleep`, `withdraw`, `notify_worker`,
+//! * `runtime::worker::idle::Idle` (`sleep`, `withdraw`, `notify_worker`,
 //!   `notify_idle`, `claim`, `wake_all`, the search counter): the whole
 //!   sleeper/waker handshake of `Worker::park_idle` and `Shared::notify_*`;
-//! * `fiber::task::Task`'s state machine (`transition_to_*`, `take_token`);
+//! * `runtime::task::Task`'s state machine (`transition_to_*`, `take_token`);
 //! * `fiber::park`'s token (`runtime::unpark`: `unpark_token`,
 //!   `enter_park`, `leave_park`) against unparks (`loom/unpark.rs`);
-//! * `fiber::packet::{Packet, Main}`, the lock-free join packet
+//! * `runtime::task::packet::{Packet, Main}`, the lock-free join packet
 //!   (`complete_unique` through `Main`, the latches' `complete`, `wait`,
 //!   `try_take_or_register`, `register_owner`/`clear_waiter`, the slow
-//!   path of scopes through the real `fiber::wait_child`, the
+//!   path of scopes through the real `runtime::task::join::wait_child`, the
 //!   cancel-on-drop of an unrun fiber), with loom's atomics, cells (every
 //!   access to the result and waiter cells is race-checked), `Mutex` and
 //!   `thread::park/unpark`;
-//! * `fiber::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
+//! * `runtime::task::job::{StackJob, Latch}` (`JobRef::execute/cancel`,
 //!   `Latch::set/wait`);
 //! * a `select`'s one-shot token (`sync::select::{Token, TokenRef}`)
 //!   claimed by senders on two channels against the select's abort, on
@@ -142,7 +142,7 @@ impl SlotItem {
 }
 
 struct WorkerQueues {
-    /// The wake slot (`runtime::wake_slot`): owner first, thieves any time.
+    /// The wake slot (`runtime::worker::wake_slot`): owner first, thieves any time.
     slot: SlotModel<SlotItem>,
     /// The owner's deque (stealable).
     deque: Queue,
@@ -176,7 +176,7 @@ impl Rt {
         Rt::build(workers, steals, total, false)
     }
 
-    /// The same, with wake slots in the worker loop (`runtime::wake_slot`).
+    /// The same, with wake slots in the worker loop (`runtime::worker::wake_slot`).
     fn with_slots(workers: usize, steals: bool, total: usize) -> Arc<Rt> {
         Rt::build(workers, steals, total, true)
     }
@@ -672,7 +672,7 @@ fn join_watching_vs_complete() {
 
 /// Three parties on one packet: the fiber completes it, its owner joins
 /// (inline waiter, `Packet::wait`) and a scope waits for it through the
-/// locked slow path (the real `fiber::wait_child`:
+/// locked slow path (the real `runtime::task::join::wait_child`:
 /// `Completion::register_current` and park). Both waiters return, the
 /// owner with the value, and the panic check sees it taken.
 #[test]
@@ -845,7 +845,7 @@ fn cancel_vs_wake() {
 const WAKER_READS_BODY: bool = false;
 
 // ---------------------------------------------------------------------
-// Reclaim: a parent runs its unstarted child (`fiber::task`, "Reclaim")
+// Reclaim: a parent runs its unstarted child (`runtime::task`, "Reclaim")
 // ---------------------------------------------------------------------
 
 /// A worker pops one queue entry of `fiber` (`run_task`): if its CAS wins,
@@ -1370,7 +1370,7 @@ fn wake_slot_take_vs_steal() {
 }
 
 // ---------------------------------------------------------------------
-// The packet in the task (`fiber::packet`, "In the task", "Detaching")
+// The packet in the task (`runtime::task::packet`, "In the task", "Detaching")
 // ---------------------------------------------------------------------
 
 /// A value whose drops are counted (loom atomics: ordered with the joins).

@@ -1,5 +1,5 @@
 //! A spawned fiber's closure and result packet kept in its pooled task
-//! (`fiber::packet`, "In the task") or, when they do not fit, in an `Arc`
+//! (`runtime::task::packet`, "In the task") or, when they do not fit, in an `Arc`
 //! of their own: every closure capture and every result is dropped exactly
 //! once, where it was dropped before (a detached fiber's result on the
 //! fiber, a joined or late-detached one by the handle's owner), for

@@ -1,4 +1,4 @@
-//! Recycling of finished fibers' control blocks (`fiber::task_pool`):
+//! Recycling of finished fibers' control blocks (`runtime::task::pool`):
 //! reuse is counted (`WorkerStats::tasks_reused`), and with the pools in
 //! play every fiber still runs exactly once, with its own id, name and
 //! pinning, through reclaim, panics, detached handles and shutdown.

@@ -2,9 +2,9 @@
 //! `tests/loom.rs` (compiled only with `RUSTFLAGS="--cfg loom"`).
 //!
 //! Every method here forwards to the real implementation: the idle-worker
-//! protocol (`runtime::idle`), the fiber state machine (`fiber::task`), the
-//! join packet and fiber main (`fiber::packet`) and the fork-join latch
-//! (`fiber::job`). The wrappers only add what the runtime would provide
+//! protocol (`runtime::worker::idle`), the fiber state machine (`runtime::task`), the
+//! join packet and fiber main (`runtime::task::packet`) and the fork-join latch
+//! (`runtime::task::job`). The wrappers only add what the runtime would provide
 //! around them (thread handles, a fiber body that does nothing).
 #![allow(missing_docs, clippy::new_without_default)]
 
@@ -48,7 +48,7 @@ impl Sleepers for ModelWorkers {
     }
 }
 
-/// `Shared`'s idle part: `runtime::idle::Idle` plus one `Sleeper` and one
+/// `Shared`'s idle part: `runtime::worker::idle::Idle` plus one `Sleeper` and one
 /// thread handle per worker. The queues are the caller's stand-ins.
 pub struct IdleSet {
     idle: Idle,
@@ -148,7 +148,7 @@ impl FiberState {
         self.0.is_parked()
     }
     /// What a reclaiming parent reads before it queues a second entry
-    /// (`fiber::reclaim`).
+    /// (`runtime::spawn::reclaim`).
     pub fn is_fresh(&self) -> bool {
         self.0.is_fresh()
     }
@@ -164,7 +164,7 @@ impl FiberState {
 
 // ----- join packet -----
 
-/// A fiber's join state: `fiber::packet::Packet`, either inside a spawned
+/// A fiber's join state: `runtime::task::packet::Packet`, either inside a spawned
 /// fiber's `MainPacket` ([`JoinPacket::fiber`]) or on its own, as a graph
 /// latch ([`JoinPacket::new`]).
 pub struct JoinPacket<T>(Arc<Kind<T>>);
@@ -172,7 +172,7 @@ pub struct JoinPacket<T>(Arc<Kind<T>>);
 enum Kind<T> {
     Latch(Arc<Packet<T>>),
     Fiber(PacketRef<T>),
-    /// In the task (`fiber::packet`, "In the task"): the handle's
+    /// In the task (`runtime::task::packet`, "In the task"): the handle's
     /// `TaskRef` keeps the packet alive; dropped like a `JoinHandle`.
     InTask(PacketRef<T>, TaskRef),
 }
@@ -206,7 +206,7 @@ impl<T: Send + 'static> JoinPacket<T> {
         JoinPacket(Arc::new(Kind::Latch(Packet::new())))
     }
     /// A spawned fiber's packet and its main function around `f`
-    /// (`fiber::packet::new_main`, as `spawn` makes them): run the body
+    /// (`runtime::task::packet::new_main`, as `spawn` makes them): run the body
     /// with [`FiberBody::run`], or drop it unrun (shutdown: the joiner
     /// gets `JoinError::cancelled`).
     pub fn fiber(f: impl FnOnce() -> T + Send + 'static) -> (JoinPacket<T>, FiberBody) {
@@ -215,7 +215,7 @@ impl<T: Send + 'static> JoinPacket<T> {
         (JoinPacket(Arc::new(Kind::Fiber(r))), FiberBody(Body::Entry(entry)))
     }
     /// A spawned fiber whose closure and packet live in its task
-    /// (`fiber::packet::new_in_task`, as `spawn` makes them when they
+    /// (`runtime::task::packet::new_in_task`, as `spawn` makes them when they
     /// fit): the body runs or drops the task's entry, and dropping the
     /// last clone of the handle detaches (`JoinHandle`'s drop).
     ///
@@ -284,7 +284,7 @@ impl<T: Send + 'static> JoinPacket<T> {
         }
     }
     /// A scope's wait for a child whose handle is elsewhere: the real
-    /// `fiber::wait_child` on the scope's view of the packet
+    /// `runtime::task::join::wait_child` on the scope's view of the packet
     /// (`PacketRef::completion`: slow path, `register_current`).
     pub fn wait_as_scope(&self) {
         let task = Task::new(2, None, 0, None, Box::new(NopMain));
@@ -344,7 +344,7 @@ impl Drop for FiberBody {
 
 type JobFn<R> = Box<dyn FnOnce() -> R + Send>;
 
-/// A `fiber::job::StackJob` (boxed so its address is stable, as the real
+/// A `runtime::task::job::StackJob` (boxed so its address is stable, as the real
 /// one is in `join`'s frame).
 pub struct ForkJob<R: Send + 'static> {
     job: Box<StackJob<JobFn<R>, R>>,
@@ -477,7 +477,7 @@ impl Sleepers for ReactorWorkers {
         &self.ws[i].sleeper
     }
     /// `[WorkerShared]::unpark`: the futex token, then the reactor's
-    /// waker if the worker is in the poll (`reactor::unpark_poller`).
+    /// waker if the worker is in the poll (`runtime::io::unpark_poller`).
     fn unpark(&self, i: usize) {
         self.ws[i].futex.unpark();
         if self.ws[i].flag.in_poll() {
@@ -487,7 +487,7 @@ impl Sleepers for ReactorWorkers {
 }
 
 /// The idle protocol, the driver gate and per-worker poll flags of one
-/// runtime, around a stand-in epoll (`reactor::park_worker` with loom
+/// runtime, around a stand-in epoll (`runtime::io::park_worker` with loom
 /// types). The real `Idle::sleep`, `driver::park_step`, `driver::poll_busy`,
 /// `Gate`, `PollFlag` run unchanged.
 pub struct ReactorSet {
@@ -563,7 +563,7 @@ impl ReactorSet {
         });
         ready.get()
     }
-    /// `reactor::poll_busy`: whether it made the socket's fiber ready.
+    /// `runtime::io::poll_busy`: whether it made the socket's fiber ready.
     pub fn poll_busy(&self, i: usize) -> bool {
         driver::poll_busy(&self.gate, &ModelBackend { set: self, me: i })
     }
@@ -617,7 +617,7 @@ impl<B: Backend> Backend for RecordReady<'_, B> {
 
 // ----- wake slot -----
 
-/// `runtime::wake_slot::WakeSlot`: the per-worker slot of the fiber made
+/// `runtime::worker::wake_slot::WakeSlot`: the per-worker slot of the fiber made
 /// runnable last (owner `put`/`take`, thief `steal`).
 pub struct SlotModel<T>(crate::runtime::worker::wake_slot::WakeSlot<T>);
 

@@ -25,7 +25,7 @@ use crate::runtime;
 /// its `ScheduledIo` readiness the same way), so a wait costs at most one
 /// failed call. No readiness is lost: data (or a FIN, or an error) that
 /// arrives after the failed call makes the edge-triggered epoll report an
-/// event, which bumps the count (`reactor::ScheduledIo`), so the next call
+/// event, which bumps the count (`runtime::io::ScheduledIo`), so the next call
 /// tries again; an event for data that call already saw only causes a
 /// spare retry.
 pub(crate) struct IoSource<S: Source + AsRawFd> {

@@ -19,7 +19,7 @@
 //!    shutdown, waiting: cooperative scheduling cannot preempt it.
 //! 2. Each worker leaves its loop and moves every fiber of its deque and
 //!    yield queue into its inbox (`hand_back_queues`), drops its timers,
-//!    its task pool (finished fibers only, `fiber::task_pool`) and its
+//!    its task pool (finished fibers only, `runtime::task::pool`) and its
 //!    stack pool (unmapping pooled stacks), and exits. `shutdown` joins
 //!    every worker thread. The drain runs on a thread without a worker, so
 //!    nothing it destroys goes into a pool.
@@ -595,7 +595,7 @@ pub(crate) fn destroy(shared: &Shared, t: &TaskRef) -> bool {
     };
     if was_parked {
         // SAFETY: a parked task holds one reference to itself, which
-        // `PARKED -> DONE` handed to us (`fiber::task`, step 5); `t` keeps
+        // `PARKED -> DONE` handed to us (`runtime::task`, step 5); `t` keeps
         // the count above zero.
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(t)) };
     }

@@ -74,9 +74,9 @@ pub(crate) struct Counters {
     pub(crate) woken: AtomicU64,
     pub(crate) stacks_mapped: AtomicU64,
     /// Joins on this worker that ran their unstarted child at once
-    /// (`fiber::reclaim`).
+    /// (`runtime::spawn::reclaim`).
     pub(crate) reclaimed: AtomicU64,
-    /// Spawns on this worker that reused a pooled task (`fiber::task_pool`).
+    /// Spawns on this worker that reused a pooled task (`runtime::task::pool`).
     pub(crate) tasks_reused: AtomicU64,
 }
 
@@ -105,7 +105,7 @@ pub(crate) struct WorkerShared {
     pub(crate) inbox: Injector<Runnable>,
     /// Fibers that must run on this worker only (never stolen).
     pub(crate) pinned_inbox: Injector<TaskRef>,
-    /// The fiber this worker made runnable last (see `runtime::wake_slot`).
+    /// The fiber this worker made runnable last (see `runtime::worker::wake_slot`).
     pub(crate) wake_slot: WakeSlot<Task>,
     /// A child the running fiber spawned for another worker of this node,
     /// held back until that fiber gives control back (then it goes to the
@@ -113,7 +113,7 @@ pub(crate) struct WorkerShared {
     /// here. Thieves may take it like a wake-slot entry ("The held-child
     /// slot", `runtime/README.md`).
     pub(crate) held: WakeSlot<Task>,
-    /// Announced asleep (see `runtime::idle`).
+    /// Announced asleep (see `runtime::worker::idle`).
     pub(crate) sleeper: Sleeper,
     pub(crate) thread: OnceLock<Thread>,
     pub(crate) tid: AtomicI32,
@@ -122,7 +122,7 @@ pub(crate) struct WorkerShared {
     /// Timers armed on this worker: fired by the worker between fibers,
     /// or by an idle worker when overdue (`worker::timers`).
     pub(crate) timers: crate::runtime::worker::timers::WorkerTimers,
-    /// Set while the worker blocks in the reactor's poll (`reactor::driver`).
+    /// Set while the worker blocks in the reactor's poll (`runtime::io::driver`).
     pub(crate) poll_flag: PollFlag,
     /// The reactor this worker has driven (so `unpark` can reach its waker).
     pub(crate) reactor_waker: OnceLock<Arc<Reactor>>,
@@ -364,7 +364,7 @@ pub(crate) struct Shared {
     pub(in crate::runtime) topology: Topology,
     pub(in crate::runtime) shutdown: AtomicBool,
     pub(in crate::runtime) draining: AtomicBool,
-    /// Sleeping and searching workers (`runtime::idle`).
+    /// Sleeping and searching workers (`runtime::worker::idle`).
     pub(in crate::runtime) idle: Idle,
     /// Fibers made ready by a busy worker's reactor poll, in readiness
     /// order, for whichever worker is free first.
@@ -374,7 +374,7 @@ pub(crate) struct Shared {
     pub(in crate::runtime) foreign_spawned: AtomicU64,
     pub(in crate::runtime) stack_mode: StackMode,
     /// Stack settings, slabs and the fallback's starved-worker counts
-    /// (`fiber::stack`).
+    /// (`runtime::task::stack`).
     pub(in crate::runtime) stacks: Stacks,
     /// `block_on` reports a deadlock instead of hanging (see
     /// `crate::runtime::deadlock`).
@@ -401,7 +401,7 @@ pub(crate) struct Shared {
     /// strict; [`crate::runtime::Stats`] waits until all have.
     pub(in crate::runtime) started: AtomicUsize,
     /// Spent tasks beyond what the workers' pools keep
-    /// (`fiber::task_pool`).
+    /// (`runtime::task::pool`).
     pub(in crate::runtime) task_spill: crate::runtime::task::pool::TaskSpill,
     /// Dumps and the stall monitor (`runtime::dump`, `runtime::monitor`).
     pub(crate) insight: crate::runtime::dump::Insight,
@@ -532,7 +532,7 @@ impl Shared {
             if task.reclaim_by != 0 {
                 // Placed on another worker of this node by its spawner, a
                 // fiber that may join it at once and then run it here
-                // (`fiber::reclaim`): hold it back until that fiber gives
+                // (`runtime::spawn::reclaim`): hold it back until that fiber gives
                 // control back ("The held-child slot", `runtime/README.md`).
                 self.hold(w, task);
                 return;

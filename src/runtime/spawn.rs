@@ -223,7 +223,7 @@ fn place(shared: &Arc<Shared>, opts: &SpawnOpts, me: Option<usize>) -> Placement
     // too: a join that finds it unstarted there runs it next if it is the
     // next one this worker would start (other workers may take work), or
     // waits to be woken behind its siblings (no other worker takes work:
-    // one worker, or a policy without stealing; `fiber::reclaim`).
+    // one worker, or a policy without stealing; `runtime::spawn::reclaim`).
     let steals = shared.sched.steals();
     let reclaim_by = match me {
         Some(m) if placed_by_policy && target != m && shared.node_of(target) == shared.node_of(m) && steals => {

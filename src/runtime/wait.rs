@@ -76,7 +76,7 @@ enum WakerKind {
     /// A queued fiber: its task as a pointer (no count; alive while the
     /// entry is queued, see below) and, once `signal` moved it out of
     /// `PARKED` under the lock, the task's reference to itself that it
-    /// held while parked (`fiber::task`, step 5), which `wake` pushes to a
+    /// held while parked (`runtime::task`, step 5), which `wake` pushes to a
     /// run queue. A wait through the queue counts no task reference.
     ///
     /// The pointer is dereferenced only under the queue lock while the
@@ -368,7 +368,7 @@ impl Direct {
 
 /// A fiber's wake-up step, for every waiter kind: move it out of `PARKED`
 /// (`Task::transition_to_notified`). Winning `PARKED -> QUEUED` hands over
-/// the reference the parked task held on itself (`fiber::task`, step 5),
+/// the reference the parked task held on itself (`runtime::task`, step 5),
 /// returned here for the caller to push to a run queue; `None` when the
 /// fiber has not parked yet (it keeps a token) or is being destroyed.
 ///

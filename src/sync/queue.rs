@@ -29,7 +29,7 @@
 //!    waiter notice without taking the lock. For a fiber, `signal` also
 //!    moves it out of `PARKED` (or leaves a token), under the lock, and
 //!    takes over the reference the parked task holds on itself
-//!    (`fiber::task`, step 5), because after the signal the waiter may run
+//!    (`runtime::task`, step 5), because after the signal the waiter may run
 //!    on and finish. After the lock is dropped the granter touches only
 //!    what its entry owns: that reference, and its runtime (counted by
 //!    `signal` unless the granter is a worker of the same runtime). So a

@@ -746,7 +746,7 @@ fn real_cpu_list() -> &'static [usize] {
 /// Bind the pages of `[addr, addr + len)` to NUMA node `os_node` (OS
 /// index) through the real machine's hwloc topology (`hwloc_set_area_membind`,
 /// policy `Bind`). Pages not touched yet are allocated on that node when
-/// first touched. Used for fiber stack slabs (`fiber::stack`).
+/// first touched. Used for fiber stack slabs (`runtime::task::stack`).
 ///
 /// # Safety
 /// `[addr, addr + len)` is a mapping of the caller that nobody reads or

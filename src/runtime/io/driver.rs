@@ -96,7 +96,7 @@ impl PollFlag {
 
 /// What the park step needs from its surroundings: the poll itself, the
 /// futex, the hand-off. The runtime implements it with mio and the worker's
-/// thread (`reactor::park_worker`); the loom models with stand-ins.
+/// thread (`runtime::io::park_worker`); the loom models with stand-ins.
 pub(crate) trait Backend {
     /// Block in the poll up to the worker's next timer; how many fibers it
     /// made ready.

@@ -40,7 +40,7 @@ unsafe impl<T: Send> Sync for JoinHandle<T> {}
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         // A handle never leaves its waiter behind (`when_any` unwinding,
-        // an abandoned `join_watching`): `fiber::packet`'s protocol.
+        // an abandoned `join_watching`): `runtime::task::packet`'s protocol.
         // SAFETY: the handle is its packet's one owner.
         unsafe { self.packet.clear_waiter() };
         // An in-task packet dies with the task, not with an `Arc` of its

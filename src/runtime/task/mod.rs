@@ -35,7 +35,7 @@
 //! 6. When the coroutine returns, the worker stores `DONE`; the body is never
 //!    touched again except to drop it by the last `TaskRef`, or to write a
 //!    new task over it when that last reference goes to a worker's task
-//!    pool (`fiber::task_pool`: only a unique, spent task, whose allocation
+//!    pool (`runtime::task::pool`: only a unique, spent task, whose allocation
 //!    then holds a new fiber with a new id).
 //! 7. During shutdown the single draining thread may CAS `QUEUED|PARKED ->
 //!    DONE` and destroy the body; whoever else holds an entry sees `DONE`.
@@ -120,7 +120,7 @@ pub(crate) enum Suspend {
     /// (like the yield queue: only that worker can reach it).
     Reclaim,
     /// A join loop's first join, right after the fiber spawned several
-    /// children onto this worker (`fiber::reclaim`): queue this fiber on
+    /// children onto this worker (`runtime::spawn::reclaim`): queue this fiber on
     /// the worker's deque under those children, which start first, in
     /// spawn order; it runs again after them and finds them finished, one
     /// suspension for the whole loop instead of one per child.
@@ -156,7 +156,7 @@ pub(crate) const UNPARK: u8 = 0b100;
 /// (`runtime::unpark`, "The token").
 pub(crate) const PARKING: u8 = 0b1000_0000;
 /// `Task::flags`: the fiber waits for a child it queued on its own worker
-/// (set by `fiber::reclaim` where no other worker takes work); woken on
+/// (set by `runtime::spawn::reclaim` where no other worker takes work); woken on
 /// that worker, it goes behind its unstarted children
 /// (`WorkerLocal::queue_behind_children`, which clears it). Left set when
 /// the wait ended otherwise, it at most puts the fiber behind its own
@@ -266,7 +266,7 @@ pub(crate) struct Task {
     /// placement sent it to. Written (relaxed) by the holder of
     /// the run permission when it resumes the fiber; read by a waker after
     /// it won `PARKED -> QUEUED` (whose acquire orders the write before),
-    /// and, as a hint only, by a reclaiming parent (`fiber::reclaim`).
+    /// and, as a hint only, by a reclaiming parent (`runtime::spawn::reclaim`).
     /// Not in the body: the shutdown drain may take the permission back
     /// from a `QUEUED` task (`transition_to_cancelled`) and destroy the
     /// body while that waker is still looking for a queue (found by the
@@ -311,7 +311,7 @@ pub(crate) struct Task {
     pub(crate) registered: Cell<bool>,
     body: UnsafeCell<Body>,
     /// A spawned fiber's closure and join packet when they fit
-    /// (`fiber::packet`, "In the task"). Declared after `body`, so it is
+    /// (`runtime::task::packet`, "In the task"). Declared after `body`, so it is
     /// dropped after it: an unrun entry or a suspended coroutine dropped
     /// with the task still completes the packet in here.
     pub(crate) main: MainSlot,
@@ -423,7 +423,7 @@ pub(crate) struct NewTask {
     /// The coarse clock at spawn (`Task::born_ms`).
     pub(crate) born_ms: u32,
     /// `None` for a spawn that puts its entry in afterwards, with its
-    /// closure in the task (`fiber::packet::new_in_task`).
+    /// closure in the task (`runtime::task::packet::new_in_task`).
     pub(crate) entry: Option<Entry>,
 }
 
@@ -458,13 +458,13 @@ impl NewTask {
         }
     }
 
-    /// Make `t` (a recycled task: `fiber::task_pool`) the task `into_task`
+    /// Make `t` (a recycled task: `runtime::task::pool`) the task `into_task`
     /// would build, field by field (no copy of a whole `Task` through the
     /// stack). The destructuring names every field, so a field added to
     /// `Task` without a reset here does not compile. The old values are
     /// dropped; for a spent task (`Task::is_spent`) that is only its name
     /// and its spent in-task `MainPacket`, whose closure and result cells
-    /// are empty by then (`fiber::packet`, "In the task"): no user value.
+    /// are empty by then (`runtime::task::packet`, "In the task"): no user value.
     #[inline]
     pub(crate) fn write_over(self, t: &mut Task) {
         let Task {
@@ -645,7 +645,7 @@ impl Task {
 
     /// A task that nobody may reclaim, placed on its pinned worker (or 0)
     /// (the loom models and unit tests; the runtime spawns through
-    /// `fiber::task_pool`).
+    /// `runtime::task::pool`).
     #[cfg(any(test, loom))]
     pub(crate) fn new(
         id: u64,

@@ -2,7 +2,7 @@
 //!
 //! A `Task` is one heap allocation (`Arc<Task>`, about 350 bytes). Without
 //! recycling, a task spawned on worker A is often freed on worker B: the
-//! surplus entry a reclaim leaves in B's inbox (`fiber::task`, "Reclaim")
+//! surplus entry a reclaim leaves in B's inbox (`runtime::task`, "Reclaim")
 //! holds the last reference, and B drops it. glibc then takes A's arena
 //! lock while A mallocs: skynet 1M on 2 workers spent about a quarter of
 //! its samples in that lock's futex waits and wakes. So the
@@ -19,7 +19,7 @@
 //! `Weak<Task>`). Every party that holds a task counts a reference: a
 //! queue entry, the wake slot and `run_next`, a timer, a wait queue's
 //! grant while the task is parked (a parked task owns a reference to
-//! itself, `fiber::task` step 5), a packet's completer while it wakes its
+//! itself, `runtime::task` step 5), a packet's completer while it wakes its
 //! owner (the owner is parked then, same argument), the parked-task
 //! registry, the deadlock detector's roots, a job's runner, a scope's
 //! list, the `JoinHandle`. So a unique task is in no queue, timer, wait
@@ -35,7 +35,7 @@
 //! with its closure and its coroutine gone. Writing a new task over a
 //! spent one drops only the old name and the old fiber's in-task
 //! `MainPacket`, whose closure and result cells are empty by then
-//! (`fiber::packet`, "In the task"), so neither `recycle` nor a spawn
+//! (`runtime::task::packet`, "In the task"), so neither `recycle` nor a spawn
 //! ever runs user code (a destructor that spawns or drops a handle) while
 //! the pool is borrowed, and a new fiber never sees an old one's value.
 //!
@@ -76,7 +76,7 @@
 //! `SPILL_CAP` (8 pools' worth); beyond that a task is freed normally.
 //! A task's allocation is `size_of::<Task>()` plus the `Arc`'s two counts,
 //! at most 400 bytes, of which 128 are the room for a spawned fiber's
-//! closure and packet (`fiber::packet`, "In the task"; unit test
+//! closure and packet (`runtime::task::packet`, "In the task"; unit test
 //! `task_fits_the_documented_size`): at most 100 KiB per worker and 800 KiB
 //! per runtime, kept until the worker exits
 //! (its pool) or the runtime is dropped (the spill). A pool's vector is

@@ -171,7 +171,7 @@ pub(crate) struct WorkerLocal {
     can_share: bool,
     stacks: RefCell<StackPool>,
     /// Finished tasks kept for reuse by spawns on this worker
-    /// (`fiber::task_pool`).
+    /// (`runtime::task::pool`).
     pub(crate) tasks: TaskPool,
     /// Fallback path at its budget: unstarted fibers waiting for a stack
     /// (still `RUNNING`: only this worker can reach them, as in `yielded`).

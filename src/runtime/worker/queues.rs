@@ -44,7 +44,7 @@ impl WorkerLocal {
     /// Owner: `task`, a child of the running fiber, is the next one this
     /// worker starts (its wake slot holds it) and more of the fiber's
     /// children wait in the spawn batch: the fiber's join may suspend with
-    /// `Suspend::Behind` (`fiber::reclaim`).
+    /// `Suspend::Behind` (`runtime::spawn::reclaim`).
     #[inline]
     pub(crate) fn joins_first_of_batch(&self, task: &TaskRef) -> bool {
         self.has_spawned.get() && self.me().wake_slot.holds(task)
@@ -78,7 +78,7 @@ impl WorkerLocal {
 
     /// `task`, just woken on this worker (the caller holds its run
     /// permission), waited for a child it had queued here (`task::BEHIND`,
-    /// set by `fiber::reclaim`): if the deque's top holds children it
+    /// set by `runtime::spawn::reclaim`): if the deque's top holds children it
     /// spawned that have not started, it goes onto the deque under them
     /// (at most `BEHIND_MAX`), so they start first, in spawn order, and it
     /// runs after them instead of waking, joining the next one and parking
@@ -118,7 +118,7 @@ impl WorkerLocal {
     /// Owner, while other workers may take work (`can_share`: the wake
     /// slot is stealable, as `take_if` requires): `task`'s entry if it is
     /// the next fiber this worker would start, its wake slot's entry or the
-    /// top of its deque, for a join to run it next (`fiber::reclaim`).
+    /// top of its deque, for a join to run it next (`runtime::spawn::reclaim`).
     /// Counted as a wake-slot pick: once `SLOT_STREAK_MAX` of those ran in
     /// a row, not while fibers woken earlier wait in `ready` or another
     /// fiber waits in the wake slot; and not once the fairness pass is due
@@ -307,7 +307,7 @@ impl WorkerLocal {
     /// Without this, a busy worker, which serves its inbox only on this
     /// pass until its deque runs dry, collected surplus entries behind
     /// live ones: skynet on 2 workers left up to 200,000 in one inbox
-    /// (protocol: `fiber::task`, "Reclaim").
+    /// (protocol: `runtime::task`, "Reclaim").
     pub(super) fn pop_inbox_skipping_surplus(&self) -> Option<Runnable> {
         let inbox = &self.me().inbox;
         let mut first = None;

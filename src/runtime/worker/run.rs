@@ -67,7 +67,7 @@ impl WorkerLocal {
         if !owned {
             if !task.transition_to_running() {
                 // A surplus entry (a reclaimed child's other entry, see
-                // `fiber::task`) or a task cancelled by the drain: dropped
+                // `runtime::task`) or a task cancelled by the drain: dropped
                 // unrun. With `decrement_workload` the NLH count of the
                 // entry leaves here (`Scheduler::fiber_entered_node`).
                 self.drop_surplus(task);
@@ -265,7 +265,7 @@ impl WorkerLocal {
         Counters::bump(&self.counters().parks, 1);
         if task.transition_to_parked() {
             // The parked task owns this reference now; its
-            // waker takes it over (`fiber::task`, step 5).
+            // waker takes it over (`runtime::task`, step 5).
             std::mem::forget(task);
         } else {
             // A wake-up raced with the suspension: run it again,

@@ -17,7 +17,7 @@ use crate::runtime::task::stack::budget;
 use super::{WorkerLocal, WATCH_MAX};
 
 impl WorkerLocal {
-    /// Sleep until work may be there (protocol in `runtime::idle` and
+    /// Sleep until work may be there (protocol in `runtime::worker::idle` and
     /// `runtime::shared`): on the thread's futex, or in the reactor's
     /// `epoll_wait` if this worker is the driver (`runtime/README.md`, "The I/O driver");
     /// either way no longer than the next timer.

@@ -72,7 +72,7 @@ impl<T> WakeSlot<T> {
     /// caller queues it where thieves see it, and may wake a worker).
     ///
     /// `SeqCst`, so that a later `SeqCst` read of the idle counters by the
-    /// pusher is ordered against a sleeper's announcement (`runtime::idle`).
+    /// pusher is ordered against a sleeper's announcement (`runtime::worker::idle`).
     /// A private slot (module docs) is written with a plain store.
     #[inline]
     pub(crate) fn put(&self, t: Arc<T>) -> Option<Arc<T>> {

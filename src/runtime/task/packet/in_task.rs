@@ -134,7 +134,7 @@ pub(crate) struct InTaskEntry {
 // SAFETY: the entry is a claim on a `MainPacket` in its own task; it is
 // used (run, failed or dropped) only by the holder of that task's run
 // permission, which moves between threads with a happens-before edge
-// (`fiber::task`), while the task is alive (the entry lives in the task's
+// (`runtime::task`), while the task is alive (the entry lives in the task's
 // body, or in a local of the party holding the task). `F: Send` was
 // required at spawn.
 unsafe impl Send for InTaskEntry {}

@@ -46,7 +46,7 @@ pub(crate) trait SharedMain: Send + Sync {
 /// (the task's entry holds one reference, the `JoinHandle` the other) or
 /// in its task's [`MainSlot`](super::MainSlot) (module docs, "In the task").
 /// The closure cell is touched only by the holder of the fiber's run
-/// permission (`fiber::task`): the worker that runs it, or the drain.
+/// permission (`runtime::task`): the worker that runs it, or the drain.
 pub(crate) struct MainPacket<F, T> {
     pub(super) packet: Packet<T>,
     f: std::cell::UnsafeCell<Option<F>>,
@@ -54,7 +54,7 @@ pub(crate) struct MainPacket<F, T> {
 
 // SAFETY: `f` is used only under the fiber's run permission, which is
 // unique at every instant and moves between threads with a
-// happens-before edge (`fiber::task`); the packet is `Sync` for `T: Send`.
+// happens-before edge (`runtime::task`); the packet is `Sync` for `T: Send`.
 unsafe impl<F: Send, T: Send> Sync for MainPacket<F, T> {}
 
 impl<F, T> MainPacket<F, T> {

@@ -49,7 +49,7 @@
 //! completer dereferences them only between its `fetch_or(DONE)` and its
 //! `WOKEN` store, and in that window the owner is still inside its wait, so
 //! its task is alive (a parked task holds a reference to itself,
-//! `fiber::task` step 5; a running one is held by its worker) and so is its
+//! `runtime::task` step 5; a running one is held by its worker) and so is its
 //! runtime (a runtime's `Shared` outlives its fibers: the shutdown drain
 //! destroys a parked owner by unwinding it, and the unwinding owner waits
 //! for `WOKEN` too, through `JoinHandle`'s drop or [`Packet::wait`]'s guard).
@@ -97,7 +97,7 @@
 //! # In the task
 //!
 //! [`new_in_task`] writes the `MainPacket` into the task's [`MainSlot`]
-//! (an inline buffer in the pooled `Task`, `fiber::task_pool`), so a spawn
+//! (an inline buffer in the pooled `Task`, `runtime::task::pool`), so a spawn
 //! allocates nothing, and the `JoinHandle` reaches the packet through the
 //! `TaskRef` it holds anyway: no second reference count. The slot is
 //! type-erased by an [`InTaskVt`] of four functions made for the spawn's
@@ -109,7 +109,7 @@
 //!   task (a new allocation, or a pooled one, which is unique: the pool's
 //!   invariant), and `write_over` has emptied the slot.
 //! * **The closure cell**: the holder of the fiber's run permission
-//!   (`fiber::task`), through the task's [`InTaskEntry`] (run, fail, or
+//!   (`runtime::task`), through the task's [`InTaskEntry`] (run, fail, or
 //!   its drop, which cancels), exactly as for the `Arc` version.
 //! * **The packet**: its owner (the `JoinHandle`) and its completer (the
 //!   entry), by the protocol above; a scope through its
