@@ -518,14 +518,26 @@ where
         if current_is_cancelling() {
             settle_job(&|| (job.runner(), job.is_done()));
         }
-        // Shielded: the thief runs `b` on our frame, so this wait must end
-        // (`cancel` module docs, step 5); a cancellation takes effect at
-        // the next cancellation point after it.
+        // Shielded: the thief runs `b` on our frame, so this wait must end.
+        // A cancellation of this fiber (one it would unwind for: not
+        // shielded by the caller) is passed on to the job, as a scope
+        // passes it on to its children; after the wait this fiber unwinds
+        // (`cancel` module docs, step 5).
+        // SAFETY: a non-null CURRENT is the running task (see
+        // `current_task`), read again after `a`.
+        let me = unsafe { context::current_task_ptr().as_ref() };
+        let passes_on = me.is_some_and(|t| t.shield.get() == 0 && !t.is_cancelling());
         let shield = ShieldGuard::new();
-        let r = job.wait();
+        let (r, passed_on) = job.wait_or_cancel(
+            || passes_on && crate::runtime::cancel::current_requested(),
+            |runner| crate::runtime::cancel::request_at(&runner, current_shared_ptr()),
+        );
         drop(shield);
         std::mem::forget(settle);
         job.clear();
+        if passed_on {
+            crate::runtime::cancel::cancel_point_current();
+        }
         r
     };
     match (ra, rb) {
