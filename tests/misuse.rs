@@ -854,6 +854,9 @@ enum SpawnSaw {
     Wrong(String),
 }
 
+/// A spawn without a `Result` (`fiber::spawn` and its kin).
+type SpawnFn<'a> = &'a dyn Fn(Box<dyn FnOnce() + Send>) -> fiber::JoinHandle<()>;
+
 /// The spinner of `spawn_during_shutdown_gives_cancelled_fibers`: spawn
 /// in a loop, never giving control back, until a spawn finds the runtime
 /// shutting down; then check every spawn without a `Result` there.
@@ -862,7 +865,7 @@ fn spawn_until_shutdown(spinning: &AtomicBool) -> SpawnSaw {
     let t0 = Instant::now();
     // A spawn of a closure that records whether it ran and when it is
     // dropped; `Some` once the new fiber is finished without having run.
-    let probe = |spawn: &dyn Fn(Box<dyn FnOnce() + Send>) -> fiber::JoinHandle<()>| -> Result<Option<fiber::JoinHandle<()>>, String> {
+    let probe = |spawn: SpawnFn<'_>| -> Result<Option<fiber::JoinHandle<()>>, String> {
         let ran = Arc::new(AtomicBool::new(false));
         let drops = Arc::new(AtomicUsize::new(0));
         let (r, d) = (ran.clone(), DropCount(drops.clone()));
@@ -890,8 +893,7 @@ fn spawn_until_shutdown(spinning: &AtomicBool) -> SpawnSaw {
         // The runtime shuts down (and stays so): every spawn without a
         // `Result` gives a cancelled fiber, `try_spawn` the typed error.
         let handle = numafiber::runtime::Handle::current();
-        let kin: [&dyn Fn(Box<dyn FnOnce() + Send>) -> fiber::JoinHandle<()>; 3] =
-            [&|f| fiber::spawn_pinned(f), &|f| handle.spawn(f), &|f| fiber::spawn(f)];
+        let kin: [SpawnFn<'_>; 3] = [&|f| fiber::spawn_pinned(f), &|f| handle.spawn(f), &|f| fiber::spawn(f)];
         let mut hs = vec![h];
         for spawn in kin {
             match probe(spawn) {

@@ -117,7 +117,7 @@ use crate::runtime::{self, Handle, SpawnOpts};
 /// [`is_cancelled()`](crate::JoinError::is_cancelled), as for every fiber
 /// the shutdown stops. [`Builder::spawn`] and
 /// [`Handle::try_spawn`](crate::runtime::Handle::try_spawn) return
-/// [`SpawnErrorKind::ShuttingDown`](crate::SpawnErrorKind::ShuttingDown)
+/// [`SpawnErrorKind::ShuttingDown`]
 /// instead.
 ///
 /// # Panics
@@ -246,7 +246,10 @@ pub fn sleep_until(deadline: Instant) {
 /// runs it inline, without a fiber or a stack of its own (no allocation).
 /// A stolen `b` runs as a fiber on the thief. Both closures may borrow from
 /// the caller. Outside a fiber both run sequentially on the caller. A panic
-/// in either is re-raised after both have finished.
+/// in either is re-raised after both have finished. A caller cancelled
+/// meanwhile ([`JoinHandle::cancel`]) cancels a stolen `b` (which then
+/// never starts, or unwinds at its next cancellation point), waits for it,
+/// and unwinds; inside a [`shield`] it waits for `b` to finish.
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -700,7 +703,7 @@ impl<T> ScopedJoinHandle<'_, T> {
 impl<'scope> Scope<'scope, '_> {
     /// Spawn a fiber that may borrow anything that outlives the scope.
     /// While the runtime shuts down the fiber is cancelled at once, as
-    /// with [`spawn`](crate::fiber::spawn): its closure is dropped unrun
+    /// with [`spawn`]: its closure is dropped unrun
     /// and its join reports [`is_cancelled()`](crate::JoinError::is_cancelled).
     #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>

@@ -16,7 +16,12 @@
 //!    checks the flag between two fibers, so a fiber that is running
 //!    finishes its current slice (until it yields, parks or returns) first.
 //!    A fiber that never gives control back keeps its worker, and so
-//!    shutdown, waiting: cooperative scheduling cannot preempt it.
+//!    shutdown, waiting: cooperative scheduling cannot preempt it. A spawn
+//!    in that slice (or in a destructor the drain runs, step 3) is refused
+//!    (`SpawnErrorKind::ShuttingDown`); the spawns without a `Result`
+//!    (`fiber::spawn` and its kin) make the fiber and destroy it at once
+//!    instead, as step 3 destroys an unstarted fiber
+//!    (`spawn::spawn_cancelled`).
 //! 2. Each worker leaves its loop and moves every fiber of its deque and
 //!    yield queue into its inbox (`hand_back_queues`), drops its timers,
 //!    its task pool (finished fibers only, `fiber::task_pool`) and its
