@@ -575,42 +575,58 @@ where
             None => {}
         }
     }
-    let rb = if mine {
+    let (rb, passes_on) = if mine {
         std::mem::forget(settle);
         let r = job.run_inline();
         debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
-        r
+        (r, false)
     } else {
-        if current_is_cancelling() {
-            settle_job(&|| (job.runner(), job.is_done()));
-        }
-        // Shielded: the thief runs `b` on our frame, so this wait must end.
-        // A cancellation of this fiber (one it would unwind for: not
-        // shielded by the caller) is passed on to the job, as a scope
-        // passes it on to its children; after the wait this fiber unwinds
-        // (`cancel` module docs, step 5).
-        // SAFETY: a non-null CURRENT is the running task (see
-        // `current_task`), read again after `a`.
-        let me = unsafe { context::current_task_ptr().as_ref() };
-        let passes_on = me.is_some_and(|t| t.shield.get() == 0 && !t.is_cancelling());
-        let shield = ShieldGuard::new();
-        let (r, _passed_on) = job.wait_or_cancel(
-            || passes_on && crate::runtime::cancel::current_requested(),
-            |runner| crate::runtime::cancel::request_at(&runner, current_shared_ptr()),
-        );
-        drop(shield);
+        let r = wait_stolen(&job);
         std::mem::forget(settle);
         job.clear();
-        if passes_on {
-            // A cancellation passed on, or one that came while the job
-            // finished: unwind now, as a scope does after its children.
-            crate::runtime::cancel::cancel_point_current();
-        }
         r
     };
+    // A cancellation passed on to the job, or one that came while the job
+    // finished, unwinds here, as a scope does after its children; a panic
+    // of `a` or `b` goes first.
     match (ra, rb) {
-        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Ok(ra), Ok(rb)) => {
+            if passes_on {
+                crate::runtime::cancel::cancel_point_current();
+            }
+            (ra, rb)
+        }
         (Err(p), _) => resume_unwind(p),
-        (Ok(_), Err(e)) => e.resume(),
+        (Ok(_), Err(e)) => {
+            if passes_on && e.is_cancelled() {
+                crate::runtime::cancel::cancel_point_current();
+            }
+            e.resume()
+        }
     }
+}
+
+/// `join`'s wait for its stolen job, shielded: the thief runs `b` on our
+/// frame, so this wait must end. A cancellation of this fiber (one it
+/// would unwind for: not shielded by the caller, not destroyed by the
+/// drain) is passed on to the job, as a scope passes it on to its children
+/// (`cancel` module docs, step 5). Returns `b`'s result and whether a
+/// cancellation of this fiber is to unwind it after the wait.
+fn wait_stolen<B, RB>(job: &job::StackJob<B, RB>) -> (Result<RB, crate::runtime::error::JoinError>, bool)
+where
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    if current_is_cancelling() {
+        settle_job(&|| (job.runner(), job.is_done()));
+    }
+    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
+    let me = unsafe { context::current_task_ptr().as_ref() };
+    let passes_on = me.is_some_and(|t| t.shield.get() == 0 && !t.is_cancelling());
+    let _shield = ShieldGuard::new();
+    let (r, _) = job.wait_or_cancel(
+        || passes_on && crate::runtime::cancel::current_requested(),
+        |runner| crate::runtime::cancel::request_at(&runner, current_shared_ptr()),
+    );
+    (r, passes_on)
 }

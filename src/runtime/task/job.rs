@@ -316,6 +316,9 @@ where
                 // `JobMain`'s drop cancels the job.
                 std::panic::resume_unwind(p)
             }
+            // Unwound by a cancellation its owner passed on (module docs,
+            // "Cancelling a stolen job"): a cancellation, not a panic.
+            Err(p) if p.is::<crate::runtime::cancel::Cancelled>() => Err(JoinError::cancelled_by_handle()),
             Err(p) => Err(JoinError::panicked(p)),
         };
         // SAFETY: as above; then the latch is our last access.
