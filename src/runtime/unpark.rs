@@ -234,6 +234,9 @@ pub(crate) fn park_timeout(d: Duration) {
         park(); // beyond any clock: no timer
         return;
     };
+    // A cancellation point before the timer is armed: a fiber that unwinds
+    // here leaves no timer behind (as `park::park_until`).
+    cancel_point(task);
     if enter_park(task) {
         cancel_point(task);
         return;
