@@ -92,7 +92,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::runtime::task::{NewTask, TaskRef};
-use crate::runtime::shared::Counters;
+use crate::runtime::worker::Counters;
 use crate::runtime::context;
 
 /// Most tasks one worker's pool keeps (module docs, "Bound and memory").
