@@ -63,7 +63,7 @@
 //! (no contended read-modify-write per spawn). NLH reads a queue
 //! length only where it can change the answer (see
 //! [`Scheduler::place_nlh`]); the runtime's probe is cheap and approximate
-//! (`runtime::shared::PublishedLen` gives its staleness bound).
+//! (`runtime::worker::shared::PublishedLen` gives its staleness bound).
 //!
 //! `fiber_moved` and `fiber_left_node` are no-ops unless the policy is
 //! [`Policy::Nlh`] with [`PolicyOptions::decrement_workload`]; they are cheap

@@ -9,7 +9,8 @@ use crossbeam_deque::Worker as Deque;
 use super::{context, finish_handed_off_shutdown, register_fork_handler, AbortOnPanic, Runtime};
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
 use crate::runtime::error::{BuildError, BuildErrorKind};
-use crate::runtime::shared::{Counters, Shared, WorkerShared};
+use crate::runtime::shared::Shared;
+use crate::runtime::worker::{Counters, WorkerShared};
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::runtime::worker::WorkerLocal;
@@ -351,7 +352,7 @@ impl Builder {
         // (`WorkerLocal::steal`); otherwise the wake slots are private.
         let slots_stealable = nworkers >= 2 && self.policy.steals();
         // NLH reads the published queue lengths of the workers of nodes
-        // with two workers or more (`shared::PublishedLen`).
+        // with two workers or more (`worker::shared::PublishedLen`).
         let nodes = slots.iter().map(|s| s.node + 1).max().unwrap_or(0).max(topology.num_nodes());
         let mut node_workers = vec![0usize; nodes];
         for s in slots {
@@ -379,7 +380,7 @@ impl Builder {
                 timers: crate::runtime::worker::timers::WorkerTimers::new(),
                 poll_flag: crate::runtime::io::driver::PollFlag::new(),
                 reactor_waker: OnceLock::new(),
-                published_len: crate::runtime::shared::PublishedLen::new(published(slots[i].node)),
+                published_len: crate::runtime::worker::PublishedLen::new(published(slots[i].node)),
                 insight: Default::default(),
             })
             .collect();

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::runtime::worker::WorkerLocal;
-use crate::runtime::shared::{Counters, Shared};
+use crate::runtime::shared::Shared;
+use crate::runtime::worker::Counters;
 use crate::runtime::task::{Task, TaskRef};
 
 thread_local! {

@@ -86,7 +86,8 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::dump::{running, Secs};
-use crate::runtime::shared::{Shared, WorkerShared};
+use crate::runtime::shared::Shared;
+use crate::runtime::worker::WorkerShared;
 
 /// Default [`Builder::stall_threshold`](crate::Builder::stall_threshold).
 pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(50);

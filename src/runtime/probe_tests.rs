@@ -1,4 +1,4 @@
-//! The placement probe's estimates (`shared::PublishedLen`) against the
+//! The placement probe's estimates (`worker::shared::PublishedLen`) against the
 //! true queue lengths, and the sharded placement counters against the
 //! number of fibers placed.
 
@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::shared::{Shared, SpawnerProbe, PUBLISH_SLACK};
+use super::shared::Shared;
+use super::worker::shared::PUBLISH_SLACK;
+use super::worker::SpawnerProbe;
 use super::test_support::{my_worker, occupy};
 use super::Runtime;
 use crate::fiber::{self, Builder};

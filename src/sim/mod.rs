@@ -18,7 +18,7 @@
 //!   from other threads, a work-first `run_next` slot, and the worker
 //!   loop's order: `run_next`, deque, inbox (every 61st tick the inbox
 //!   first), then a steal round, then park. Parking and wake-ups follow
-//!   `runtime/shared.rs`: a push to another worker's inbox wakes it if it
+//!   `runtime/worker/queues.rs`: a push to another worker's inbox wakes it if it
 //!   sleeps, else (stealing policies) some sleeper unless a worker is
 //!   searching; a push to one's own deque wakes a sleeper only if nobody is
 //!   searching. A worker re-checks for visible work before it parks.

@@ -42,8 +42,7 @@ use crate::loom::sync::Mutex;
 use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
-use crate::runtime::error::JoinError;
-use crate::runtime::park::{park, Waiter};
+use crate::runtime::task::up::{self, park, JoinError, Waiter};
 use crate::runtime::task::packet::FiberMain;
 use crate::runtime::task::TaskRef;
 
@@ -140,7 +139,7 @@ impl Latch {
             }
             before_park();
             park();
-            if crate::runtime::context::current_is_cancelling() && !self.probe() {
+            if up::current_is_cancelling() && !self.probe() {
                 // Being destroyed by the shutdown drain: nobody will set
                 // the latch while we cannot park; the caller cancels the
                 // runner first (see `join`), so this does not happen.
@@ -311,14 +310,14 @@ where
         let r = catch_unwind(AssertUnwindSafe(f));
         let r = match r {
             Ok(v) => Ok(v),
-            Err(p) if crate::runtime::context::current_is_cancelling() => {
+            Err(p) if up::current_is_cancelling() => {
                 // Forced unwind of the runner (shutdown): let it through;
                 // `JobMain`'s drop cancels the job.
                 std::panic::resume_unwind(p)
             }
             // Unwound by a cancellation its owner passed on (module docs,
             // "Cancelling a stolen job"): a cancellation, not a panic.
-            Err(p) if p.is::<crate::runtime::cancel::Cancelled>() => Err(JoinError::cancelled_by_handle()),
+            Err(p) if p.is::<up::Cancelled>() => Err(JoinError::cancelled_by_handle()),
             Err(p) => Err(JoinError::panicked(p)),
         };
         // SAFETY: as above; then the latch is our last access.
@@ -400,7 +399,7 @@ impl JobMain {
 
 impl FiberMain for JobMain {
     fn run(mut self: Box<Self>) {
-        if crate::runtime::cancel::current_requested() {
+        if up::cancel_requested() {
             // The owner cancelled the job before this runner first ran
             // (`set_runner`): drop the closure unrun, as a spawned fiber
             // cancelled before it ran does.
@@ -410,7 +409,7 @@ impl FiberMain for JobMain {
             // SAFETY: as above.
             unsafe { self.job.execute() };
         }
-        crate::runtime::context::note_completed();
+        up::note_completed();
         // The owner may free the job from now on: never touch it again.
         self.finished = true;
     }

@@ -6,11 +6,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::context::{clear_task_wait_reason, current_is_cancelling, set_task_wait_reason_at, set_wait_reason};
-use crate::runtime::error::JoinError;
-use crate::runtime::park::park;
-use crate::runtime::shared::Shared;
-use crate::runtime::spawn::reclaim;
+use crate::runtime::task::up::{self, clear_task_wait_reason, current_is_cancelling, park, reclaim, set_task_wait_reason_at, set_wait_reason, JoinError, Shared};
 use crate::runtime::task::packet::{self, Completion};
 use crate::runtime::task::{self, TaskRef};
 
@@ -128,7 +124,7 @@ impl<T> JoinHandle<T> {
         // whichever worker the wait resumes.
         // SAFETY: a non-null CURRENT is the running fiber's task, alive
         // while that fiber runs (`context::current_task`).
-        let me = unsafe { crate::runtime::context::current_task_ptr().as_ref() };
+        let me = unsafe { up::current_task_ptr().as_ref() };
         if let Some(t) = me {
             set_task_wait_reason_at(t, task::wait_kind::JOIN, self.task.id, std::panic::Location::caller());
         }
@@ -159,7 +155,7 @@ impl<T> JoinHandle<T> {
                 destroy_until_done(self.shared, &self.h.task, &*self.h.packet);
             }
         }
-        let _root = crate::runtime::deadlock::BlockOnRoot::register(&self.task);
+        let _root = up::BlockOnRoot::register(&self.task);
         let guard = Guard { h: &self, shared };
         loop {
             // SAFETY: the handle (consumed) is the packet's owner.
@@ -255,7 +251,7 @@ impl<T> JoinHandle<T> {
     /// });
     /// ```
     pub fn cancel(&self) {
-        crate::runtime::cancel::request_at(&self.task, self.shared);
+        up::cancel_request_at(&self.task, self.shared);
     }
 
     /// An async waiter (`fiber::future::JoinFuture::poll`): register `w`
@@ -289,7 +285,7 @@ pub(crate) fn settle_job(probe: &dyn Fn() -> (Option<TaskRef>, bool)) {
         }
         let Some(shared) = current_shared_for_drain() else { return };
         if let Some(t) = runner {
-            if crate::runtime::destroy(&shared, &t) {
+            if up::destroy(&shared, &t) {
                 continue;
             }
         }
@@ -325,7 +321,7 @@ pub(crate) fn wait_child_or_cancel(task: &TaskRef, packet: &dyn Completion, stop
     reclaim(task);
     set_wait_reason(task::wait_kind::JOIN, task.id);
     let done = loop {
-        if stop_on_cancel && crate::runtime::cancel::current_requested() {
+        if stop_on_cancel && up::cancel_requested() {
             break false;
         }
         if !wait_child_step(task, packet) || packet.is_done() {
@@ -349,7 +345,7 @@ fn wait_child_inner(task: &TaskRef, packet: &dyn Completion) {
 fn wait_child_step(task: &TaskRef, packet: &dyn Completion) -> bool {
     if current_is_cancelling() {
         let Some(shared) = current_shared_for_drain() else { return false };
-        if crate::runtime::destroy(&shared, task) || packet.is_done() {
+        if up::destroy(&shared, task) || packet.is_done() {
             return true;
         }
         if shared.draining.load(Acquire) {
@@ -380,7 +376,7 @@ pub(crate) fn destroy_until_done(shared: &Arc<Shared>, task: &TaskRef, packet: &
     }
     let prev = DRAINING.with(|d| d.replace(Some(shared.clone())));
     while !packet.is_done() {
-        if crate::runtime::destroy(shared, task) {
+        if up::destroy(shared, task) {
             continue;
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -18,7 +18,7 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 
-use crate::runtime::context;
+use crate::runtime::task::up;
 use crate::runtime::task::Task;
 
 /// The values of one fiber (or one thread, outside fibers): `(key, value)`
@@ -67,7 +67,7 @@ pub(crate) type LocalSlot = UnsafeCell<Option<Box<LocalMap>>>;
 /// suspension.
 #[inline]
 pub(crate) fn current_slot() -> *const LocalSlot {
-    let t = context::current_task_ptr();
+    let t = up::current_task_ptr();
     if t.is_null() {
         return std::ptr::null();
     }

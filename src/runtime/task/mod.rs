@@ -94,6 +94,7 @@ pub(crate) mod overflow;
 pub(crate) mod packet;
 pub(crate) mod pool;
 pub(crate) mod stack;
+pub(crate) mod up;
 
 use std::cell::{Cell, UnsafeCell};
 use std::panic::Location;

@@ -25,7 +25,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Once;
 
-use crate::runtime::context;
+use crate::runtime::task::up;
 
 static INSTALL: Once = Once::new();
 /// The previous `sigaction`s for SIGSEGV and SIGBUS (boxed, leaked).
@@ -148,7 +148,7 @@ pub(crate) fn install_altstack() -> Option<AltStack> {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let t = context::current_task_ptr();
+    let t = up::current_task_ptr();
     if !t.is_null() {
         // SAFETY: CURRENT points to the task this thread is running; its
         // fields are plain loads (no locks, no allocation).

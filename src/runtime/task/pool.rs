@@ -92,8 +92,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::runtime::task::{NewTask, TaskRef};
-use crate::runtime::shared::Counters;
-use crate::runtime::context;
+use crate::runtime::task::up::{self, Counters};
 
 /// Most tasks one worker's pool keeps (module docs, "Bound and memory").
 pub(crate) const TASK_POOL_CAP: usize = 256;
@@ -239,7 +238,7 @@ pub(crate) fn release(t: TaskRef) {
 
 #[inline(never)]
 fn release_to_worker(t: TaskRef) {
-    let w = context::worker_ptr();
+    let w = up::worker_ptr();
     if w.is_null() {
         return;
     }

@@ -1,6 +1,6 @@
 //! The idle-worker protocol: which workers sleep, and the two halves of the
 //! wake-up handshake (the protocol itself is described at the top of
-//! `../shared.rs` and in `../README.md`, "Parking and why no wake-up is lost").
+//! `queues.rs` and in `../README.md`, "Parking and why no wake-up is lost").
 //!
 //! This is the whole of the protocol's synchronisation, kept apart from the
 //! queues (crossbeam-deque) and the thread handles so that the loom models

@@ -5,15 +5,19 @@
 //! This file holds the worker's state (`WorkerLocal`), its tunables and the
 //! loop itself (`run`, the book's "One loop iteration"); the loop's steps
 //! live beside it, each an `impl WorkerLocal` of its own: `queues.rs` (the
-//! own queues, `next_local`), `run.rs` (resuming one fiber, `run_task`),
+//! own queues, `next_local`, and the pushes and wake-ups that fill them,
+//! `impl Shared`), `run.rs` (resuming one fiber, `run_task`),
 //! `steal.rs` (searching and stealing), `poll.rs` (timers and the reactor
 //! between fibers), `sleep.rs` (parking an idle worker) and `shutdown.rs`
-//! (the hand-back of queued fibers).
+//! (the hand-back of queued fibers). `shared.rs` holds the worker's half
+//! that other threads see (`WorkerShared`) and the spawner's placement
+//! probe.
 
 pub(crate) mod idle;
 mod poll;
 mod queues;
 mod run;
+pub(crate) mod shared;
 mod shutdown;
 mod sleep;
 mod steal;
@@ -22,6 +26,7 @@ pub(crate) mod wake_slot;
 mod yield_queue;
 
 pub(crate) use queues::drain_one;
+pub(crate) use shared::{Counters, PublishedLen, SpawnerProbe, WorkerShared};
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -39,7 +44,7 @@ use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::task::pool::TaskPool;
 use crate::policy::ThiefState;
 use crate::runtime::context;
-use crate::runtime::shared::{Counters, Shared, WorkerShared};
+use crate::runtime::shared::Shared;
 
 /// Every this many fibers run, the fairness pass serves one of the queues
 /// a busy worker's usual order may never reach (at the first pick after

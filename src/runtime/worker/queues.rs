@@ -6,15 +6,54 @@
 //! stealers, `steal.rs`); the order in which `next_local` serves them is
 //! the book's "Run order" and "One loop iteration", step 3
 //! (`../README.md`).
+//!
+//! The pushes and wake-ups that fill these queues are here too (`impl
+//! Shared` below: `submit`, `push_local`, `push_spawned`, `hold`,
+//! `release_held`, `take_over`, `reschedule_from`, `wake_for_self`,
+//! `notify_*`), so push and pop live together.
+//!
+//! # Wake-up protocol (no lost wake-ups, no spinning)
+//!
+//! A worker that finds no work goes to sleep in three steps (see
+//! `WorkerLocal::park_idle`, `worker/sleep.rs`):
+//!
+//! 1. it announces itself: `sleeping = true`, `num_sleeping += 1`;
+//! 2. `fence(SeqCst)`, then it re-checks every place work can appear for it
+//!    (its inbox, its pinned inbox, and with a stealing policy every other
+//!    worker's queues); if it finds any, it withdraws the announcement;
+//! 3. otherwise it parks its thread (`thread::park`, or `park_timeout` up to
+//!    its next timer).
+//!
+//! Whoever makes work visible (`notify_*` below) first pushes it, then
+//! issues `fence(SeqCst)`, then reads the flags. With both fences in the
+//! single total order, either the pusher sees `sleeping == true` (and wakes
+//! the worker), or the worker's re-check in step 2 sees the pushed work. A
+//! waker *claims* a sleeping worker with a CAS `sleeping: true -> false`
+//! before `unpark`, and only the claimer decrements `num_sleeping`, so two
+//! wakers never both count the same sleeper. `thread::park` keeps a token,
+//! so an `unpark` that lands before the `park` is not lost either.
+//!
+//! *When* and *whom* a pusher wakes (the wake slot, searching workers) is
+//! in `runtime/README.md`.
+//!
+//! Stealing policies also wake *some* sleeper when work is pushed to a busy
+//! worker's own deque, but only when no worker is already searching
+//! (`num_searching == 0`): a searching worker re-scans before it sleeps, so
+//! it will find the work, and a push storm does not cost a futex wake per
+//! fiber.
+
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
 
 use crossbeam_deque::Steal;
 
-use crate::runtime::shared::WorkerShared;
+use crate::runtime::context;
+use crate::runtime::shared::Shared;
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::budget;
 use crate::runtime::task::TaskRef;
 
-use super::{Next, WorkerLocal, BEHIND_MAX, FAIRNESS_TICKS, FAIR_QUEUES, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
+use super::{Next, WorkerLocal, WorkerShared, BEHIND_MAX, FAIRNESS_TICKS, FAIR_QUEUES, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
 
 impl WorkerLocal {
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an
@@ -377,4 +416,301 @@ pub(super) fn steal_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
 /// Pop anything from an injector (shutdown drain).
 pub(crate) fn drain_one<T>(q: &crossbeam_deque::Injector<T>) -> Option<T> {
     steal_one(q)
+}
+
+// ---- Pushes and wake-ups: where a runnable fiber goes, and whom that wakes ----
+
+impl Shared {
+    /// Queue a new fiber. `target` was chosen by placement (or pinning).
+    pub(crate) fn submit(self: &Arc<Self>, task: TaskRef, target: usize) {
+        if let Some(p) = task.pinned() {
+            self.workers[p].pinned_inbox.push(task);
+            self.notify_worker(p);
+            return;
+        }
+        if let Some(me) = self.local_worker_index() {
+            // SAFETY: `local_worker_index` checked that this thread runs
+            // a worker of this runtime; the pointer is valid for the
+            // duration of this call (no suspension in between).
+            let w = unsafe { &*context::worker_ptr() };
+            if me == target {
+                self.push_spawned(me, w, task);
+                return;
+            }
+            if task.reclaim_by != 0 {
+                // Placed on another worker of this node by its spawner, a
+                // fiber that may join it at once and then run it here
+                // (`runtime::spawn::reclaim`): hold it back until that fiber gives
+                // control back ("The held-child slot", `runtime/README.md`).
+                self.hold(w, task);
+                return;
+            }
+        }
+        self.push_inbox(target, task);
+    }
+
+    /// Worker `held` has run one fiber past the stall threshold (the stall
+    /// monitor's take-over): the fibers only it would run soon go to an
+    /// inbox, which its owner serves even while busy (its fairness pass),
+    /// instead of waiting for an idle thief: its wake slot's entry to the
+    /// next worker's, its held-back child to the inbox of the worker it was
+    /// placed on. Its deque, ready queue and spawn batch are stealable as
+    /// they are. Stealing policies with two workers or more only (otherwise
+    /// the slots are private to their owner).
+    pub(crate) fn take_over(&self, held: usize) {
+        let n = self.workers.len();
+        if n < 2 || !self.sched.steals() {
+            return;
+        }
+        let target = (held + 1) % n;
+        let w = &self.workers[held];
+        if let Some(t) = w.wake_slot.steal() {
+            self.sched.fiber_moved(self.node_of(held), self.node_of(target), 1);
+            self.push_inbox(target, t);
+        }
+        // A held-back child goes where placement put it, as when its
+        // spawner gives control back.
+        self.release_held(held);
+    }
+
+    /// `task` into worker `target`'s inbox, then make sure someone runs it
+    /// (`notify_worker`).
+    #[inline]
+    fn push_inbox(&self, target: usize, task: TaskRef) {
+        self.workers[target].inbox.push(Runnable::Task(task));
+        self.notify_worker(target);
+    }
+
+    /// Put `task` (placed on another worker, `Task::last_worker`) into the
+    /// held-child slot of this thread's worker `w`, and flag it for release
+    /// (`WorkerLocal::holding`); the entry it displaces goes on to the
+    /// worker it was placed on. Then wake a sleeper as for a spawn into the
+    /// wake slot ([`Shared::push_spawned`]): if the spawner computes on, a
+    /// searching or watching worker takes the entry once it has sat there
+    /// for the grace period.
+    #[inline]
+    fn hold(&self, w: &crate::runtime::worker::WorkerLocal, task: TaskRef) {
+        w.holding.set(true);
+        if let Some(prev) = self.workers[w.index].held.put(task) {
+            self.send_on(prev);
+        }
+        self.notify_spawned();
+    }
+
+    /// A held-back child goes to the inbox of the worker placement chose
+    /// (`Task::last_worker`). Out of line: `reschedule_from`'s own
+    /// `push_inbox` stays inlined (calling this from there cost the 1-worker
+    /// spawn + join 5 Ir in callgrind).
+    #[inline(never)]
+    fn send_on(&self, task: TaskRef) {
+        self.push_inbox(task.last_worker(), task);
+    }
+
+    /// Worker `me`'s running fiber gave control back (or its spawn cannot
+    /// be joined here): send its held-back child on, if any. Owner only.
+    #[inline]
+    pub(crate) fn release_held(&self, me: usize) {
+        let slot = &self.workers[me].held;
+        if slot.is_occupied() {
+            if let Some(t) = slot.steal() {
+                self.send_on(t);
+            }
+        }
+    }
+
+    /// Wake a parked fiber (or leave a token if it is still running).
+    pub(crate) fn wake(self: &Arc<Self>, task: TaskRef) {
+        // SAFETY: `task` is a live `Arc<Task>`: we hold a count, released
+        // here; the run queue gets the parked task's own reference.
+        if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+            self.reschedule(t);
+        }
+    }
+
+    /// An idle worker `w`, on its own thread, woke `task` and will run it
+    /// next (the first fiber its reactor poll made ready): into its empty
+    /// wake slot, waking nobody. Any other case (a pinned fiber, the
+    /// shutdown drain, an occupied slot) is a plain [`Shared::wake`].
+    pub(crate) fn wake_for_self(self: &Arc<Self>, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[w.index];
+        if task.pinned().is_some() || self.draining.load(Relaxed) || ws.wake_slot.is_occupied() {
+            return self.wake(task);
+        }
+        // SAFETY: as in `wake`.
+        if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+            self.note_arrival(&t, w.index);
+            // Only the owner puts into its slot: still empty (checked
+            // above, on this thread).
+            ws.wake_slot.put(t);
+            ws.note_own_push(w);
+        }
+    }
+
+    /// `task`, last on another worker, is pushed onto worker `me`: the
+    /// policy's node accounting follows it.
+    #[inline]
+    pub(crate) fn note_arrival(&self, task: &TaskRef, me: usize) {
+        let last = task.last_worker();
+        if last != me {
+            self.sched.fiber_moved(self.node_of(last), self.node_of(me), 1);
+        }
+    }
+
+    /// Fibers made ready by a busy worker's reactor poll: into the
+    /// runtime's I/O ready queue, which every worker serves in order
+    /// (pinned fibers and the shutdown drain as [`Shared::wake`]).
+    pub(crate) fn wake_io_batch(self: &Arc<Self>, ready: Vec<TaskRef>) {
+        let mut queued = 0usize;
+        for task in ready {
+            // SAFETY: as in `wake`.
+            if let Some(t) = unsafe { crate::runtime::wait::notify_parked(Arc::as_ptr(&task)) } {
+                if t.pinned().is_some() || self.draining.load(Relaxed) {
+                    self.reschedule(t);
+                } else {
+                    self.io_ready.push(t);
+                    queued += 1;
+                }
+            }
+        }
+        match queued {
+            0 => {}
+            1 => self.idle.notify_unwatched(&*self.workers, self.sched.steals()),
+            _ => self.notify_idle(),
+        }
+    }
+
+    /// The caller holds the run permission of `task` (it won the CAS out of
+    /// `PARKED`): push it where it will run.
+    pub(crate) fn reschedule(self: &Arc<Self>, task: TaskRef) {
+        self.reschedule_from(self.local_worker(), task)
+    }
+
+    /// This thread's worker if it is a worker of *this* runtime, else null
+    /// (one TLS accessor call).
+    #[inline]
+    pub(crate) fn local_worker(&self) -> *const crate::runtime::worker::WorkerLocal {
+        let w = context::worker_ptr();
+        // SAFETY: a non-null WORKER pointer refers to this thread's live
+        // worker (see `local_worker_index`).
+        if !w.is_null() && std::ptr::eq(Arc::as_ptr(unsafe { &(*w).shared }), self) {
+            w
+        } else {
+            std::ptr::null()
+        }
+    }
+
+    /// `reschedule` by a caller that read `local_worker()` itself (a
+    /// wait-queue granter reads it once under the lock, `sync::queue`),
+    /// on this thread and without suspending since.
+    #[inline]
+    pub(crate) fn reschedule_from(&self, local: *const crate::runtime::worker::WorkerLocal, task: TaskRef) {
+        if let Some(p) = task.pinned() {
+            self.workers[p].pinned_inbox.push(task);
+            self.notify_worker(p);
+            return;
+        }
+        if !local.is_null() && !self.draining.load(Relaxed) {
+            // SAFETY: `local` is this thread's live worker (caller).
+            let w = unsafe { &*local };
+            self.note_arrival(&task, w.index);
+            self.push_local(w.index, w, task);
+            return;
+        }
+        // Not the body: the shutdown drain may be destroying it already
+        // (see `Task::last_worker`).
+        self.push_inbox(task.last_worker(), task);
+    }
+
+    /// The running fiber of worker `me` (whose thread-owned part is `w`)
+    /// woke `task`: put it in `me`'s wake slot if the slot is empty, to run
+    /// as soon as the current fiber gives control back; otherwise at the
+    /// back of `w`'s FIFO ready queue, behind the fibers readied before it
+    /// (the slot keeps the first one: fibers woken by one fiber run in wake
+    /// order, "Run order" in `runtime/README.md`), and then an idle worker
+    /// is woken: there is more work than this worker takes next. A lone
+    /// entry wakes somebody only if no worker searches or watches
+    /// (`Idle::notify_unwatched`): a woken fiber is usually what this
+    /// worker runs next in a chain of hand-offs, and a watching worker
+    /// takes it if this worker's fiber computes on (protocol:
+    /// `runtime/README.md`); spawns go through [`Shared::push_spawned`].
+    #[inline]
+    pub(crate) fn push_local(&self, me: usize, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[me];
+        // A parent woken by its child's end, with siblings of that child
+        // queued here unstarted: behind them (`queue_behind_children`).
+        let task = if !w.deque.is_empty() && task.flags_load() & crate::runtime::task::BEHIND != 0 {
+            match w.queue_behind_children(task) {
+                Ok(()) => return,
+                Err(t) => t,
+            }
+        } else {
+            task
+        };
+        // Only the owner puts into its slot, so an empty slot stays empty
+        // until the `put` below (a thief may only empty it further).
+        if !ws.wake_slot.is_occupied() {
+            ws.wake_slot.put(task);
+            ws.note_own_push(w);
+            self.idle.notify_unwatched(&*self.workers, self.sched.steals());
+        } else {
+            w.ready.push(Runnable::Task(task));
+            ws.note_own_push(w);
+            self.notify_idle();
+        }
+    }
+
+    /// A fiber just *spawned* on worker `me` by its running fiber: into the
+    /// wake slot if it is empty, else into `w`'s spawn batch, which goes
+    /// onto the deque when the spawner gives control back
+    /// (`WorkerLocal::flush_spawned`), so siblings start in spawn order
+    /// and a child's own children start before its later siblings (depth
+    /// first). One sleeper is woken (if nobody searches) even when the slot
+    /// was empty. A spawn asks for parallelism, and the spawner often
+    /// computes on before it joins (`spawn(f); g(); join`): the searcher
+    /// takes the entry once it has sat in the slot for `SLOT_GRACE`, while
+    /// spawn + join at once still runs the child here (the searcher leaves
+    /// a fresh entry alone, and searches long enough to see one ripen:
+    /// `notify_spawned`). Without this wake a lone child waited for the
+    /// whole rest of the spawner's slice while the other workers slept
+    /// ("Why a lone spawned entry wakes a sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn push_spawned(&self, me: usize, w: &WorkerLocal, task: TaskRef) {
+        let ws = &self.workers[me];
+        if !ws.wake_slot.is_occupied() {
+            ws.wake_slot.put(task);
+        } else {
+            w.batch_spawned(task);
+        }
+        ws.note_own_push(w);
+        self.notify_spawned();
+    }
+
+    /// Work was pushed to worker `target`'s inbox: make sure someone will
+    /// run it.
+    pub(crate) fn notify_worker(&self, target: usize) {
+        self.idle.notify_worker(&*self.workers, target, self.sched.steals());
+    }
+
+    /// Work was pushed to the caller's own deque: wake an idle worker to
+    /// steal it, unless one is already searching.
+    ///
+    /// No fence here, unlike `notify_worker`: work on the caller's own
+    /// deque is never *lost* without a wake-up, because the caller itself
+    /// pops it when its current fiber gives control back. The wake-up only
+    /// buys parallelism, so a momentarily stale view of `num_sleeping` is
+    /// acceptable, and the fork-join hot path saves a full fence per push.
+    #[inline]
+    pub(crate) fn notify_idle(&self) {
+        self.idle.notify_idle(&*self.workers, self.sched.steals());
+    }
+
+    /// A spawned fiber went into the caller's wake slot (or its spawn
+    /// batch behind the slot) or held-child slot: as [`Shared::notify_idle`],
+    /// and the worker woken searches for at least `SPAWN_SEARCH`, long
+    /// enough to see a slot entry ripen ("Why a lone spawned entry wakes a
+    /// sleeper", `runtime/README.md`).
+    #[inline]
+    pub(crate) fn notify_spawned(&self) {
+        self.idle.notify_spawned(&*self.workers, self.sched.steals());
+    }
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 use corosensei::{Coroutine, CoroutineResult};
 
 use crate::runtime::error::JoinError;
-use crate::runtime::shared::Counters;
+use super::Counters;
 use crate::runtime::task::job::{JobMain, JobRef, Runnable};
 use crate::runtime::task::stack::{FiberStack, StackError};
 use crate::runtime::task::{NewTask, Suspend, Task, TaskRef};
@@ -62,7 +62,7 @@ impl WorkerLocal {
     /// worker, the next yielded fiber is resumed right here, without a pass
     /// through `run` (see `next_after_yield`).
     pub(super) fn run_task(&self, mut task: TaskRef, owned: bool) {
-        // The placement probe's estimate (`runtime::shared::PublishedLen`).
+        // The placement probe's estimate (`worker::shared::PublishedLen`).
         self.me().publish_len(self);
         if !owned {
             if !task.transition_to_running() {

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering::*;
 use std::time::Instant;
 
-use crate::runtime::shared::Counters;
+use super::Counters;
 use crate::runtime::task::stack::budget;
 
 use super::{WorkerLocal, WATCH_MAX};

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crossbeam_deque::Steal;
 
-use crate::runtime::shared::Counters;
+use super::Counters;
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::{Task, TaskRef};
 

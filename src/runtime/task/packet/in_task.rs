@@ -2,7 +2,7 @@
 //! spawn allocates nothing: the slot, its type-erased table, the entry and
 //! [`new_in_task`] (the `packet` module docs, "In the task").
 
-use crate::runtime::error::JoinError;
+use crate::runtime::task::up::JoinError;
 
 use super::main_packet::{drop_on_fiber, MainPacket};
 use super::refs::PacketRef;

@@ -6,8 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::runtime::cancel::Cancelled;
-use crate::runtime::error::JoinError;
+use crate::runtime::task::up::{self, Cancelled, JoinError};
 
 use super::refs::PacketRef;
 use super::state::{Completion, Packet};
@@ -88,16 +87,16 @@ where
     pub(super) fn run_here(&self) -> Option<Result<T, JoinError>> {
         // SAFETY: the run permission (type docs).
         let f = unsafe { (*self.f.get()).take() }.expect("fiber main runs once");
-        let r = crate::runtime::cancel::run_main(f);
-        if r.is_ok() || !crate::runtime::context::current_is_cancelling() {
+        let r = up::run_main(f);
+        if r.is_ok() || !up::current_is_cancelling() {
             // Count before publishing, so a joiner that reads the stats
             // right after its join sees this fiber as completed.
-            crate::runtime::context::note_completed();
+            up::note_completed();
         }
         let r = match r {
             Ok(v) => Ok(v),
             Err(p) => {
-                if crate::runtime::context::current_is_cancelling() {
+                if up::current_is_cancelling() {
                     // A forced unwind from the shutdown drain: let it reach
                     // the coroutine root, reporting the cancellation first.
                     self.cancel_now();
@@ -133,7 +132,7 @@ where
 /// must not escape the fiber (it would reach the worker loop and abort the
 /// process): contain and report it.
 pub(crate) fn drop_on_fiber<X>(x: X) {
-    let id = crate::runtime::context::current_id();
+    let id = up::current_id();
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
         report_contained_drop_panic(id, "a detached fiber's result", &*p);
         // That panic's payload may panic when dropped as well: then

@@ -174,7 +174,7 @@ pub(crate) use main_packet::{drop_on_fiber, new_main};
 pub(crate) use refs::{CompletionRef, PacketRef};
 pub(crate) use state::{Completion, Packet};
 
-use crate::runtime::error::JoinError;
+use crate::runtime::task::up::JoinError;
 use in_task::InTaskEntry;
 use main_packet::FiberEntry;
 

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::sync::{Mutex, MutexGuard};
-use crate::runtime::error::JoinError;
-use crate::runtime::park::Waiter;
-use crate::runtime::wait::Direct;
+use crate::runtime::task::up::{self, Direct, JoinError, Waiter};
 
 
 /// Lifecycle bits of `Packet::state` (module docs).
@@ -363,7 +361,7 @@ impl<T> Packet<T> {
             if unsafe { self.register(Direct::current()) } {
                 let leave = Leave(self);
                 loop {
-                    crate::runtime::park();
+                    up::park();
                     if self.is_done() {
                         break;
                     }
@@ -389,7 +387,7 @@ fn backoff(spins: u32) {
     if spins < 64 {
         std::hint::spin_loop();
     } else {
-        crate::runtime::yield_now();
+        up::yield_now();
     }
 }
 

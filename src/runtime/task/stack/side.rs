@@ -23,7 +23,7 @@ use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 
 use super::os;
-use crate::runtime::context;
+use crate::runtime::task::up;
 
 const SIDE_STACK_SIZE: usize = 256 * 1024;
 
@@ -78,7 +78,7 @@ thread_local! {
 /// directly otherwise, or when the side stack is busy (a nested use)
 /// or cannot be made.
 pub(crate) fn off_fiber_stack<R>(f: impl FnOnce() -> R) -> R {
-    if context::current_task_ptr().is_null() {
+    if up::current_task_ptr().is_null() {
         return f();
     }
     let mut f = Some(f);
