@@ -646,3 +646,145 @@ fn stampede_lock_handoff_vs_cancel() {
     });
 }
 
+
+/// The next suspension after a cancellation that was caught, or deferred
+/// by a shield whose wait consumed the wake-up, unwinds again: the flag
+/// stays set and every park checks it on entry. One `cancel()` is enough,
+/// for `sleep`, `Event::wait` and `fiber::park`, and for the same waits in
+/// a fresh loop of the fiber. A hang here fails after the timeout.
+#[test]
+fn a_caught_or_shielded_cancellation_unwinds_at_the_next_park() {
+    common::within(60, "cancellations unwind at the next park", || {
+        let rt = rt1();
+        for deferred_by_shield in [false, true] {
+            for next in 0..3 {
+                rt.block_on(|| {
+                    let first = Arc::new(Event::new());
+                    let f = first.clone();
+                    let (d, t) = tally();
+                    let never = Arc::new(Event::new());
+                    let n = never.clone();
+                    let h = fiber::spawn(move || {
+                        let _t = t();
+                        if deferred_by_shield {
+                            // The cancellation wakes this wait, which parks
+                            // again (shielded) until `first` is set.
+                            fiber::shield(|| f.wait());
+                        } else {
+                            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.wait()));
+                            assert!(r.unwrap_err().is::<fiber::Cancelled>());
+                        }
+                        assert!(fiber::is_cancelled());
+                        match next {
+                            0 => fiber::sleep(Duration::from_secs(3600)),
+                            1 => n.wait(),
+                            _ => loop {
+                                fiber::park();
+                            },
+                        }
+                        unreachable!("the next park unwinds");
+                    });
+                    settle();
+                    let panics = PANICS.load(SeqCst);
+                    h.cancel(); // once
+                    settle();
+                    if deferred_by_shield {
+                        assert!(!h.is_finished(), "shielded: still waiting");
+                        first.set();
+                    }
+                    let e = h.join().unwrap_err();
+                    assert!(e.is_cancelled(), "shield {deferred_by_shield}, wait {next}: {e}");
+                    assert_eq!(d.load(SeqCst), 1);
+                    assert_eq!(PANICS.load(SeqCst), panics);
+                    drop(never);
+                });
+            }
+        }
+    });
+}
+
+/// A fiber cancelled inside `fiber::join` cancels the stolen closure (it
+/// runs as a fiber of its own, on the owner's worker or a thief's), waits
+/// for it to unwind, and then unwinds itself, as a scope does with its
+/// children. Both closures' destructors run once. A hang fails after the
+/// timeout (before, the join waited for the hour).
+#[test]
+fn cancelled_join_cancels_its_stolen_closure() {
+    common::within(60, "a cancelled fiber::join", || {
+        for workers in [2, 1] {
+            let rt = Runtime::builder().workers(workers).build().unwrap();
+            rt.block_on(|| {
+                let (d, t) = tally();
+                let (ta, tb) = (t(), Tally(d.clone()));
+                let h = fiber::spawn(move || {
+                    fiber::join(
+                        move || {
+                            let _t = ta;
+                            fiber::sleep(Duration::from_secs(3600))
+                        },
+                        move || {
+                            let _t = tb;
+                            fiber::sleep(Duration::from_secs(3600))
+                        },
+                    );
+                    unreachable!("cancelled in the join");
+                });
+                fiber::sleep(Duration::from_millis(50));
+                assert!(!h.is_finished());
+                h.cancel();
+                let e = h.join().unwrap_err();
+                assert!(e.is_cancelled(), "{workers} workers: {e}");
+                assert_eq!(d.load(SeqCst), 2, "both closures unwound once");
+            });
+        }
+    });
+}
+
+/// The closure cancelled while `a` computes (no cancellation point in it)
+/// is not waited for either: the owner passes the cancellation on as soon
+/// as it finds its job stolen. A join inside a shield is not cancelled.
+#[test]
+fn join_cancelled_while_computing_and_shielded_join() {
+    common::within(60, "a join cancelled while computing", || {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        rt.block_on(|| {
+            let go = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let g = go.clone();
+            let h = fiber::spawn(move || {
+                fiber::join(
+                    || {
+                        while !g.load(SeqCst) {
+                            std::hint::spin_loop();
+                        }
+                    },
+                    || fiber::sleep(Duration::from_secs(3600)),
+                );
+            });
+            fiber::sleep(Duration::from_millis(50));
+            h.cancel();
+            go.store(true, SeqCst);
+            assert!(h.join().unwrap_err().is_cancelled());
+
+            // Shielded by the caller: the closure is not cancelled, the
+            // join returns both results, and the fiber unwinds at its next
+            // cancellation point after the shield.
+            let ev = Arc::new(Event::new());
+            let e = ev.clone();
+            let h = fiber::spawn(move || {
+                let r = fiber::shield(|| fiber::join(|| 1, || {
+                    e.wait();
+                    2
+                }));
+                assert_eq!(r, (1, 2));
+                fiber::yield_now();
+                unreachable!("cancelled at the yield");
+            });
+            fiber::sleep(Duration::from_millis(50));
+            h.cancel();
+            fiber::sleep(Duration::from_millis(20));
+            assert!(!h.is_finished(), "shielded: the join still waits");
+            ev.set();
+            assert!(h.join().unwrap_err().is_cancelled());
+        });
+    });
+}

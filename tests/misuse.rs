@@ -806,10 +806,18 @@ struct SpawnOnDrop(Arc<std::sync::Mutex<Option<String>>>);
 impl Drop for SpawnOnDrop {
     fn drop(&mut self) {
         let r = fiber::Builder::new().spawn(|| ());
-        *self.0.lock().unwrap() = Some(match r {
-            Ok(_) => "spawned".into(),
+        let mut seen = match r {
+            Ok(_) => "spawned".to_string(),
             Err(e) => format!("{:?}", e.kind()),
-        });
+        };
+        // `fiber::spawn` has no `Result`: a fiber cancelled at once.
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let h = fiber::spawn(move || r.store(true, SeqCst));
+        if h.join().is_ok_and(|()| true) || ran.load(SeqCst) {
+            seen.push_str(", fiber::spawn ran");
+        }
+        *self.0.lock().unwrap() = Some(seen);
     }
 }
 
@@ -832,6 +840,124 @@ fn spawn_from_a_destructor_during_shutdown_says_shutting_down() {
     rt.shutdown();
     assert!(h.join().unwrap_err().is_cancelled());
     assert_eq!(seen.lock().unwrap().as_deref(), Some("ShuttingDown"));
+}
+
+/// What a fiber that keeps spawning while its runtime shuts down saw.
+#[derive(Debug, PartialEq, Eq)]
+enum SpawnSaw {
+    /// `fiber::spawn` and its kin gave fibers cancelled at once (closures
+    /// dropped unrun, joins cancelled), `try_spawn` its typed error.
+    CancelledFibers,
+    /// A spawn panicked (with this message).
+    Panic(String),
+    /// Something else went wrong.
+    Wrong(String),
+}
+
+/// A spawn without a `Result` (`fiber::spawn` and its kin).
+type SpawnFn<'a> = &'a dyn Fn(Box<dyn FnOnce() + Send>) -> fiber::JoinHandle<()>;
+
+/// The spinner of `spawn_during_shutdown_gives_cancelled_fibers`: spawn
+/// in a loop, never giving control back, until a spawn finds the runtime
+/// shutting down; then check every spawn without a `Result` there.
+fn spawn_until_shutdown(spinning: &AtomicBool) -> SpawnSaw {
+    spinning.store(true, SeqCst);
+    let t0 = Instant::now();
+    // A spawn of a closure that records whether it ran and when it is
+    // dropped; `Some` once the new fiber is finished without having run.
+    let probe = |spawn: SpawnFn<'_>| -> Result<Option<fiber::JoinHandle<()>>, String> {
+        let ran = Arc::new(AtomicBool::new(false));
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (r, d) = (ran.clone(), DropCount(drops.clone()));
+        let h = catch_unwind(AssertUnwindSafe(|| {
+            spawn(Box::new(move || {
+                let _d = d;
+                r.store(true, SeqCst);
+            }))
+        }))
+        .map_err(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())?;
+        if !h.is_finished() || ran.load(SeqCst) {
+            return Ok(None); // a fiber like any other (it may have run already)
+        }
+        if drops.load(SeqCst) != 1 {
+            return Err(format!("the unrun closure was dropped {} times", drops.load(SeqCst)));
+        }
+        Ok(Some(h))
+    };
+    while t0.elapsed() < Duration::from_secs(60) {
+        let h = match probe(&|f| fiber::spawn(f)) {
+            Err(m) => return SpawnSaw::Panic(m),
+            Ok(None) => continue,
+            Ok(Some(h)) => h,
+        };
+        // The runtime shuts down (and stays so): every spawn without a
+        // `Result` gives a cancelled fiber, `try_spawn` the typed error.
+        let handle = numafiber::runtime::Handle::current();
+        let kin: [SpawnFn<'_>; 3] = [&|f| fiber::spawn_pinned(f), &|f| handle.spawn(f), &|f| fiber::spawn(f)];
+        let mut hs = vec![h];
+        for spawn in kin {
+            match probe(spawn) {
+                Err(m) => return SpawnSaw::Panic(m),
+                Ok(None) => return SpawnSaw::Wrong("a spawn during shutdown made a live fiber".into()),
+                Ok(Some(h)) => hs.push(h),
+            }
+        }
+        if hs.into_iter().any(|h| !h.join().is_err_and(|e| e.is_cancelled())) {
+            return SpawnSaw::Wrong("a join did not report the fiber cancelled".into());
+        }
+        return match handle.try_spawn(|| ()) {
+            Err(e) if matches!(e.kind(), SpawnErrorKind::ShuttingDown) => SpawnSaw::CancelledFibers,
+            Err(e) => SpawnSaw::Wrong(format!("try_spawn: {e}")),
+            Ok(_) => SpawnSaw::Wrong("try_spawn accepted a fiber during shutdown".into()),
+        };
+    }
+    SpawnSaw::Wrong("the runtime never shut down".into())
+}
+
+/// Counts its drops.
+struct DropCount(Arc<AtomicUsize>);
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// `fiber::spawn` in a fiber still finishing its slice after `block_on`
+/// returned and the runtime was dropped used to panic ("the runtime is
+/// shutting down and accepts no new fibers"). The fiber here spawns in a
+/// loop without giving control back, so every round reaches the shutdown
+/// while it spawns: each spawn without a `Result` (`fiber::spawn`,
+/// `spawn_pinned`, `Handle::spawn`) then gives a fiber cancelled at once,
+/// its closure dropped unrun, and `try_spawn` the typed error.
+#[test]
+fn spawn_during_shutdown_gives_cancelled_fibers() {
+    if in_some_child() {
+        return;
+    }
+    const ROUNDS: usize = 20;
+    for round in 0..ROUNDS {
+        let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).build().unwrap();
+        let spinning = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = spinning.clone();
+        rt.block_on(move || {
+            let s2 = s.clone();
+            // On the other worker, detached: it outlives `block_on`, which
+            // returns once it spins (this fiber spins meanwhile, keeping
+            // its own worker, so nothing here waits for a queue).
+            let other = 1 - fiber::current().unwrap().worker;
+            let spinner = fiber::Builder::new().worker(other).spawn(move || {
+                let _ = tx.send(spawn_until_shutdown(&s2));
+            });
+            drop(spinner.unwrap());
+            while !s.load(SeqCst) {
+                std::hint::spin_loop();
+            }
+        });
+        drop(rt); // the spinner is still in its slice: it sees the shutdown
+        let saw = rx.recv_timeout(Duration::from_secs(90)).expect("the spinner reports");
+        assert_eq!(saw, SpawnSaw::CancelledFibers, "round {round}");
+    }
 }
 
 /// Item 16: `name("a\0b")` used to panic inside std's thread builder.

@@ -92,9 +92,12 @@ impl<T: Send + 'static> JoinSet<T> {
     /// Spawn `f` as a fiber of the current fiber's runtime (placed as by
     /// [`spawn`](crate::fiber::spawn)) and add it to the set.
     ///
+    /// While the runtime shuts down the fiber is cancelled at once (see
+    /// [`spawn_on`](Self::spawn_on)).
+    ///
     /// # Panics
     /// Outside a fiber of a runtime (use [`spawn_on`](Self::spawn_on) from
-    /// plain threads), or when the runtime is shutting down.
+    /// plain threads), and as [`spawn_on`](Self::spawn_on).
     ///
     /// ```
     /// use numafiber::{fiber::JoinSet, Runtime};
@@ -118,10 +121,14 @@ impl<T: Send + 'static> JoinSet<T> {
     }
 
     /// Spawn `f` on the runtime of `handle`, from any thread, and add it
-    /// to the set.
+    /// to the set. While that runtime shuts down the fiber is cancelled at
+    /// once, as with [`fiber::spawn`](crate::fiber::spawn): its closure is
+    /// dropped unrun and `join_next` reports it as cancelled.
     ///
     /// # Panics
-    /// When that runtime is shutting down.
+    /// In a `fork()`ed child of the process that built the runtime, and
+    /// when the closure plus its result is larger than a quarter of the
+    /// runtime's stack size (box large captures).
     ///
     /// ```
     /// use numafiber::{fiber::JoinSet, Runtime};
@@ -146,7 +153,7 @@ impl<T: Send + 'static> JoinSet<T> {
                 let _finished = finished;
                 f()
             },
-            crate::runtime::SpawnOpts::default(),
+            crate::runtime::SpawnOpts::infallible(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         self.handles.insert(key, h);

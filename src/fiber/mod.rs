@@ -109,14 +109,26 @@ use crate::runtime::{self, Handle, SpawnOpts};
 /// Spawn a fiber on the current fiber's runtime; it is placed by the
 /// runtime's policy.
 ///
+/// **While the runtime shuts down** (a fiber still finishing its slice
+/// after `block_on` returned and the runtime was dropped, or a destructor
+/// that the shutdown drain runs) the new fiber is cancelled at once: the
+/// closure is dropped without running, and the handle's
+/// [`join`](JoinHandle::join) returns an error with
+/// [`is_cancelled()`](crate::JoinError::is_cancelled), as for every fiber
+/// the shutdown stops. [`Builder::spawn`] and
+/// [`Handle::try_spawn`](crate::runtime::Handle::try_spawn) return
+/// [`SpawnErrorKind::ShuttingDown`]
+/// instead.
+///
 /// # Panics
-/// Outside a fiber of a runtime (like `tokio::spawn`), and from a
-/// destructor that runs while the runtime shuts down; use
+/// Outside a fiber of a runtime (like `tokio::spawn`); use
 /// [`Runtime::spawn`](crate::Runtime::spawn) from plain threads, or
-/// [`Builder::spawn`] for a `Result`. Never because of how many fibers
-/// exist: a fiber owns no stack until it first runs, and stacks are carved
-/// from slabs without a memory mapping each (see "Stacks" in the module
-/// docs).
+/// [`Builder::spawn`] for a `Result`. When the closure plus its result is
+/// larger than a quarter of the runtime's stack size (box large captures).
+/// Never because the runtime shuts down
+/// (above), nor because of how many fibers exist: a fiber owns no stack
+/// until it first runs, and stacks are carved from slabs without a memory
+/// mapping each (see "Stacks" in the module docs).
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -129,12 +141,15 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    Builder::new().spawn(f).unwrap_or_else(|e| panic!("{e}"))
+    runtime::spawn_current(f, SpawnOpts::infallible()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Spawn a fiber that never migrates: it always runs on the current worker
 /// (or, from a plain thread, on the worker placement picks). Use it for
 /// fibers that touch `thread_local!` state or thread-affine handles.
+///
+/// While the runtime shuts down the fiber is cancelled at once, as with
+/// [`spawn`].
 ///
 /// # Panics
 /// Outside a fiber of a runtime.
@@ -156,7 +171,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    Builder::new().pinned(true).spawn(f).unwrap_or_else(|e| panic!("{e}"))
+    runtime::spawn_current(f, SpawnOpts { pinned: true, ..SpawnOpts::infallible() }).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Let other fibers run; the caller is requeued behind them. Outside a
@@ -231,7 +246,10 @@ pub fn sleep_until(deadline: Instant) {
 /// runs it inline, without a fiber or a stack of its own (no allocation).
 /// A stolen `b` runs as a fiber on the thief. Both closures may borrow from
 /// the caller. Outside a fiber both run sequentially on the caller. A panic
-/// in either is re-raised after both have finished.
+/// in either is re-raised after both have finished. A caller cancelled
+/// meanwhile ([`JoinHandle::cancel`]) cancels a stolen `b` (which then
+/// never starts, or unwinds at its next cancellation point), waits for it,
+/// and unwinds; inside a [`shield`] it waits for `b` to finish.
 ///
 /// ```
 /// use numafiber::{fiber, Runtime};
@@ -595,6 +613,7 @@ impl Builder {
             pinned: self.opts.pinned,
             local: self.opts.local,
             eager: self.opts.eager,
+            cancelled_if_shutting_down: false,
         }
     }
 
@@ -683,9 +702,9 @@ impl<T> ScopedJoinHandle<'_, T> {
 
 impl<'scope> Scope<'scope, '_> {
     /// Spawn a fiber that may borrow anything that outlives the scope.
-    ///
-    /// # Panics
-    /// If the runtime is shutting down.
+    /// While the runtime shuts down the fiber is cancelled at once, as
+    /// with [`spawn`]: its closure is dropped unrun
+    /// and its join reports [`is_cancelled()`](crate::JoinError::is_cancelled).
     #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
@@ -694,7 +713,7 @@ impl<'scope> Scope<'scope, '_> {
     {
         // SAFETY: `scope` waits for (or destroys) every child before it
         // returns or unwinds, so borrows of 'scope outlive the fiber.
-        let h = unsafe { runtime::spawn_unchecked(self.handle.shared(), f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
+        let h = unsafe { runtime::spawn_unchecked(self.handle.shared(), f, SpawnOpts::infallible()) }.unwrap_or_else(|e| panic!("{e}"));
         // Lifetime-erased already (`packet::new_main`): `scope` drops
         // every entry of `children` before it returns, i.e. while 'scope
         // is still alive, and only waits for completion through them.

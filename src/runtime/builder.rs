@@ -183,8 +183,12 @@ impl Builder {
     /// them, **and no other thread exists** that could still wake one; when
     /// only the last condition fails (a completion thread, a busy second
     /// runtime) it prints the same report once as a warning and keeps
-    /// waiting. See [`crate::sync`], "Deadlock report", and
-    /// [`strict_deadlock_detection`](Self::strict_deadlock_detection).
+    /// waiting. Neither comes for what the check cannot see: a fiber
+    /// parked on a socket, in `block_on_future` or behind a running
+    /// `spawn_blocking` / `block_in_place` call (and every fiber waiting
+    /// for it), a pending timer, a worker blocked in an OS call or
+    /// computing, waits outside `block_on`. See [`crate::sync`], "Deadlock
+    /// report", and [`strict_deadlock_detection`](Self::strict_deadlock_detection).
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(1).deadlock_detection(false).build().unwrap();

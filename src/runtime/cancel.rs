@@ -19,7 +19,13 @@
 //!    cancellation point. A fiber that finds the flag, is not shielded
 //!    ([`ShieldGuard`]) and is not already unwinding, unwinds with the
 //!    payload [`Cancelled`] (`std::panic::resume_unwind`: the panic hook
-//!    does not run, nothing is printed).
+//!    does not run, nothing is printed). The entry check is what keeps a
+//!    request alive after its one wake-up was consumed without an unwind
+//!    (by a shielded wait, or by a park whose unwind was caught): the
+//!    flag stays set, and the next park unwinds before it suspends
+//!    (loom model `cancel_flag_outlives_its_wake_up`). A timed park
+//!    (`park::park_until`, `sleep`) checks before it arms its timer, and
+//!    a timer armed for a park that unwinds goes stale with it.
 //! 3. *Leaving the wait.* The unwind leaves the wait the way a forced
 //!    unwind at shutdown does: each wait's drop guard takes its queue's
 //!    lock and removes the fiber's entry; if the entry is gone, the fiber
@@ -40,7 +46,13 @@
 //!    use by another fiber (a stolen `fiber::join` job, the children of a
 //!    `fiber::scope`) is shielded internally: a scope whose fiber is
 //!    cancelled cancels its children first, waits for them
-//!    (`join::wait_child_or_cancel`), and then unwinds.
+//!    (`join::wait_child_or_cancel`), and then unwinds. A `fiber::join`
+//!    whose job was stolen does the same with the job
+//!    (`job::StackJob::wait_or_cancel`): it cancels the job's runner fiber,
+//!    or, when no runner exists yet, marks the job so that the runner the
+//!    thief makes later never runs the closure (`task::job` module docs,
+//!    loom model `join_cancel_vs_steal`); then it waits and unwinds. A
+//!    join or scope inside the caller's own shield passes nothing on.
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -58,7 +70,8 @@ use crate::runtime::task::{Task, TaskRef, CANCEL};
 /// what a `catch_unwind` inside a cancelled fiber catches. Code that
 /// catches panics should let it through (`resume_unwind`), or the
 /// cancellation is swallowed there: the fiber runs on, and the flag stays
-/// set, so its next suspension point unwinds again.
+/// set, so its next suspension point (any wait of the crate, `sleep`,
+/// `fiber::park` or `yield_now`) unwinds again, without a second `cancel()`.
 ///
 /// ```
 /// use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

@@ -46,6 +46,29 @@
 //! scopes and joins, every fiber borrowing from it): the root may borrow
 //! from the caller's frame, which the panic unwinds.
 //!
+//! # What it cannot see
+//!
+//! Neither verdict comes (`block_on` waits silently) when:
+//!
+//! * a fiber is parked on a wait that something outside the runtime may
+//!   end: a socket (`crate::net`: the reactor counts its waiters, so the
+//!   runtime is never quiescent), `fiber::block_on_future` (wait kind
+//!   `FUTURE`: its waker may be held by another executor or thread), a
+//!   `spawn_blocking` / `block_in_place` call on a helper thread (`BLOCKING`:
+//!   the helper may be stuck in the OS forever). `report` gives `None` for
+//!   a parked fiber whose wait it cannot describe, and with it the
+//!   warning goes too. A fiber parked there forever, and every fiber that
+//!   waits for it, is never reported;
+//! * any worker has a timer (condition 2): a fiber in `sleep`, a timed
+//!   wait, a deadline, and also a stale timer whose wait ended early (it
+//!   stays in the heap until due or compacted); the check resumes after
+//!   it fires;
+//! * a worker does not sleep: a fiber blocked in an OS call or a
+//!   `std::sync` lock, or computing (the stall monitor's case), so also a
+//!   deadlock among some fibers while others run;
+//! * nobody is in `block_on`, or its root fiber runs (condition 3): a
+//!   plain thread's `JoinHandle::join` is never checked.
+//!
 //! # The one assumption
 //!
 //! A thread counted as blocked was last seen inside its park. A wake-up

@@ -16,7 +16,12 @@
 //!    checks the flag between two fibers, so a fiber that is running
 //!    finishes its current slice (until it yields, parks or returns) first.
 //!    A fiber that never gives control back keeps its worker, and so
-//!    shutdown, waiting: cooperative scheduling cannot preempt it.
+//!    shutdown, waiting: cooperative scheduling cannot preempt it. A spawn
+//!    in that slice (or in a destructor the drain runs, step 3) is refused
+//!    (`SpawnErrorKind::ShuttingDown`); the spawns without a `Result`
+//!    (`fiber::spawn` and its kin) make the fiber and destroy it at once
+//!    instead, as step 3 destroys an unstarted fiber
+//!    (`spawn::spawn_cancelled`).
 //! 2. Each worker leaves its loop and moves every fiber of its deque and
 //!    yield queue into its inbox (`hand_back_queues`), drops its timers,
 //!    its task pool (finished fibers only, `fiber::task_pool`) and its
@@ -241,14 +246,19 @@ impl Runtime {
         }
     }
 
-    /// Spawn a fiber from any thread; it is placed by the policy.
+    /// Spawn a fiber from any thread; it is placed by the policy. While
+    /// the runtime shuts down (a destructor that the shutdown drain runs)
+    /// the fiber is cancelled at once, as with
+    /// [`fiber::spawn`](crate::fiber::spawn): its closure is dropped unrun
+    /// and its join reports [`is_cancelled()`](crate::JoinError::is_cancelled).
     ///
     /// # Panics
-    /// When [`fiber::Builder::spawn_on`](crate::fiber::Builder::spawn_on)
-    /// would return an error: the runtime is shutting down (from a
-    /// destructor that the shutdown drain runs), or this is a `fork()`ed
-    /// child. Never because of how many fibers exist: an unstarted fiber
-    /// owns no stack and counts against no limit.
+    /// In a `fork()`ed child of the process that built the runtime, and
+    /// when the closure plus its result is larger than a quarter of the
+    /// runtime's stack size (box large captures);
+    /// [`fiber::Builder::spawn_on`](crate::fiber::Builder::spawn_on)
+    /// returns these as errors. Never because of how many fibers exist: an
+    /// unstarted fiber owns no stack and counts against no limit.
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(2).build().unwrap();
@@ -261,7 +271,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn::spawn_on(&self.shared, f, SpawnOpts::default())
+        spawn::spawn_on(&self.shared, f, SpawnOpts::infallible())
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -458,7 +468,8 @@ fn drain_queues(shared: &Shared) {
 ///
 /// A handle does not keep the workers alive: once its runtime has been
 /// shut down (dropped), [`try_spawn`](Handle::try_spawn) returns
-/// [`SpawnErrorKind::ShuttingDown`](crate::SpawnErrorKind::ShuttingDown).
+/// [`SpawnErrorKind::ShuttingDown`](crate::SpawnErrorKind::ShuttingDown),
+/// and [`spawn`](Handle::spawn) a handle of a fiber cancelled at once.
 ///
 /// ```
 /// use numafiber::{fiber, runtime::Handle, Runtime};
@@ -512,15 +523,24 @@ impl Handle {
     }
 
     /// Spawn a fiber on the runtime, from any thread or fiber; it is placed
-    /// by the policy ([`Runtime::spawn`]).
+    /// by the policy ([`Runtime::spawn`]). While the runtime shuts down,
+    /// or once it has shut down, the fiber is cancelled at once, as with
+    /// [`fiber::spawn`](crate::fiber::spawn): its closure is dropped unrun
+    /// and its join reports [`is_cancelled()`](crate::JoinError::is_cancelled);
+    /// [`Handle::try_spawn`] returns
+    /// [`SpawnErrorKind::ShuttingDown`](crate::SpawnErrorKind::ShuttingDown)
+    /// instead.
     ///
     /// # Panics
-    /// If the runtime has shut down; [`Handle::try_spawn`] returns the
-    /// error instead.
+    /// As [`Runtime::spawn`]: in a `fork()`ed child, or for a closure too
+    /// large for the stack; [`Handle::try_spawn`] returns these as errors.
     ///
     /// ```
     /// let rt = numafiber::Runtime::builder().workers(1).build().unwrap();
-    /// assert_eq!(rt.handle().spawn(|| 1).join().unwrap(), 1);
+    /// let h = rt.handle();
+    /// assert_eq!(h.spawn(|| 1).join().unwrap(), 1);
+    /// drop(rt);
+    /// assert!(h.spawn(|| 2).join().unwrap_err().is_cancelled());
     /// ```
     #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
@@ -528,7 +548,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.try_spawn(f).unwrap_or_else(|e| panic!("{e}"))
+        spawn::spawn_on(&self.shared, f, SpawnOpts::infallible()).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`spawn`](Handle::spawn) with the error as a value.

@@ -90,13 +90,25 @@ pub(crate) fn park_until(deadline: Instant) {
         std::thread::park_timeout(deadline - now);
         return;
     };
+    // A cancellation point before the timer is armed: a fiber that unwinds
+    // here leaves no timer behind.
+    cancel_point(&task);
     let t: *const Task = &*task;
+    // The timer armed below is stale once the wait is over, whether the
+    // park returns or unwinds (a cancellation).
+    struct Over(*const Task);
+    impl Drop for Over {
+        fn drop(&mut self) {
+            // SAFETY: the running fiber's own task, alive while its fiber
+            // runs, which it does again here (after the park, or while it
+            // unwinds from it).
+            unsafe { (*self.0).timed_wait_over() };
+        }
+    }
     // The worker is not used after the park below.
     w.add_timer(deadline, task);
+    let _over = Over(t);
     park_current();
-    // SAFETY: `t` is the running fiber's own task, alive while its fiber
-    // runs, which it does again here.
-    unsafe { (*t).timed_wait_over() };
 }
 
 pub(crate) fn suspend(reason: Suspend) {
@@ -149,8 +161,11 @@ pub(crate) fn park_current() {
 /// (null on a plain thread) from TLS, without suspending since.
 ///
 /// Every park of the crate comes here, so this is where a fiber meets a
-/// cancellation request (`cancel` module docs, step 2): on the way out of
-/// every park, a pending wake-up token included.
+/// cancellation request (`cancel` module docs, step 2): on the way in,
+/// before the park (a request whose wake-up was consumed earlier, by a
+/// shielded wait or by a park whose `Cancelled` unwind was caught, finds
+/// no token to end this park), and on the way out of every park, a
+/// pending wake-up token included.
 #[inline]
 pub(crate) fn park_task(t: *const Task) {
     if t.is_null() {
@@ -160,6 +175,7 @@ pub(crate) fn park_task(t: *const Task) {
     // SAFETY: non-null CURRENT: the running task, alive while it runs (see
     // `current_task`).
     let task = unsafe { &*t };
+    cancel_point(task);
     if !task.take_token() {
         if cannot_suspend(task) {
             return;
@@ -237,7 +253,20 @@ pub(crate) fn sleep(d: Duration) {
         std::thread::sleep(d);
         return;
     }
+    // A cancellation point on entry, whatever the duration (`cancel`
+    // module docs, step 2).
+    cancel_point(t);
     context::set_task_wait_reason(t, wait_kind::SLEEP, crate::runtime::dump::deadline_code(deadline));
+    // The reason is cleared however the sleep ends (a cancellation
+    // unwinds from `park_until`). `t` is our own task, the same after the
+    // parks (on any thread).
+    struct Clear<'t>(&'t Task);
+    impl Drop for Clear<'_> {
+        fn drop(&mut self) {
+            context::set_task_wait_reason(self.0, wait_kind::NONE, 0);
+        }
+    }
+    let _clear = Clear(t);
     loop {
         if Instant::now() >= deadline {
             break;
@@ -247,6 +276,4 @@ pub(crate) fn sleep(d: Duration) {
             break;
         }
     }
-    // `t` is our own task, the same after the parks (on any thread).
-    context::set_task_wait_reason(t, wait_kind::NONE, 0);
 }

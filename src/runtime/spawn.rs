@@ -50,6 +50,20 @@ pub(crate) struct SpawnOpts {
     pub(crate) local: bool,
     /// Run the child at once on this worker; the parent is queued.
     pub(crate) eager: bool,
+    /// While the runtime shuts down, return a handle whose fiber is
+    /// already cancelled (its closure dropped unrun) instead of
+    /// [`SpawnErrorKind::ShuttingDown`]: the spawns that have no `Result`
+    /// (`fiber::spawn` and its kin), so that a fiber finishing its slice
+    /// during shutdown, or a destructor the drain runs, cannot panic there.
+    pub(crate) cancelled_if_shutting_down: bool,
+}
+
+impl SpawnOpts {
+    /// The options of a spawn without a `Result` (see
+    /// `cancelled_if_shutting_down`).
+    pub(crate) fn infallible() -> SpawnOpts {
+        SpawnOpts { cancelled_if_shutting_down: true, ..SpawnOpts::default() }
+    }
 }
 
 /// Largest closure-plus-result size a fiber with a `stack_size` byte stack
@@ -84,7 +98,14 @@ where
 {
     let site = std::panic::Location::caller();
     let closure_size = std::mem::size_of::<F>().saturating_add(std::mem::size_of::<T>());
-    let stack_size = validate(shared, &opts, closure_size)?;
+    let stack_size = match validate(shared, &opts, closure_size) {
+        Ok(s) => s,
+        Err(e) if opts.cancelled_if_shutting_down && matches!(e.kind(), SpawnErrorKind::ShuttingDown) => {
+            // SAFETY: forwarded (the caller's contract on what `f` borrows).
+            return Ok(unsafe { spawn_cancelled(shared, f, opts, site) });
+        }
+        Err(e) => return Err(e),
+    };
     // No limit on how many fibers exist: an unstarted fiber owns no stack.
     let local = shared.local_worker();
     // SAFETY: a non-null `local_worker` is this thread's live worker, used
@@ -115,6 +136,47 @@ where
     // thread runs a live worker of `shared`.
     unsafe { submit(shared, task, &at) };
     Ok(handle)
+}
+
+/// A spawn while the runtime shuts down, for a caller that asked for a
+/// handle rather than an error (`SpawnOpts::cancelled_if_shutting_down`):
+/// the fiber's task and packet are made as usual and destroyed at once,
+/// never queued, as the shutdown drain destroys an unstarted fiber: its
+/// closure is dropped unrun (a destructor's panic there is contained and
+/// reported) and its join reports `JoinError::is_cancelled`.
+///
+/// # Safety
+/// As [`spawn_unchecked`] (the closure is dropped before this returns).
+#[cold]
+#[inline(never)]
+unsafe fn spawn_cancelled<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts, site: &'static std::panic::Location<'static>) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    let local = shared.local_worker();
+    // SAFETY: a non-null `local_worker` is this thread's live worker, used
+    // only for its task pool; nothing here suspends.
+    let local = unsafe { local.as_ref() };
+    let new = task::NewTask {
+        id: next_fiber_id(),
+        name: opts.name,
+        stack_size: opts.stack_size.unwrap_or(shared.default_stack),
+        pinned: None,
+        placed: local.map_or(0, |w| w.index),
+        reclaim_by: 0,
+        spawn_site: Some(site),
+        born_ms: shared.insight.born_now(),
+        entry: None,
+    };
+    // SAFETY: forwarded; the closure is dropped below, before we return.
+    let (task, packet) = unsafe { allocate(shared, local, new, f) };
+    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
+    // Never queued: we hold its run permission (`task` module docs, step
+    // 1), so the destruction succeeds.
+    let destroyed = crate::runtime::destroy(shared, &task);
+    debug_assert!(destroyed, "a task nobody else can reach is destroyed");
+    handle
 }
 
 /// Check a spawn's options against the runtime (stack size, worker, node,
@@ -422,13 +484,17 @@ fn reclaim_slow(task: &TaskRef) {
     }
 }
 
-fn shared_or_no_runtime() -> Result<Arc<Shared>, SpawnError> {
+fn shared_or_no_runtime(opts: &SpawnOpts) -> Result<Arc<Shared>, SpawnError> {
     if let Some(s) = current_shared() {
         return Ok(s);
     }
     // A destructor run by the shutdown drain (no worker on this thread any
-    // more) is still inside its runtime, which accepts no new fibers.
-    if current_shared_for_drain().is_some() {
+    // more) is still inside its runtime, which accepts no new fibers: an
+    // error, or a cancelled fiber (the spawn's validation says so).
+    if let Some(s) = current_shared_for_drain() {
+        if opts.cancelled_if_shutting_down {
+            return Ok(s);
+        }
         return Err(SpawnError::new(SpawnErrorKind::ShuttingDown));
     }
     Err(SpawnError::new(SpawnErrorKind::NoRuntime))
@@ -454,7 +520,7 @@ where
         let shared = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
         return spawn_on(&shared, f, opts);
     }
-    let shared = shared_or_no_runtime()?;
+    let shared = shared_or_no_runtime(&opts)?;
     spawn_on(&shared, f, opts)
 }
 
@@ -509,28 +575,58 @@ where
             None => {}
         }
     }
-    let rb = if mine {
+    let (rb, passes_on) = if mine {
         std::mem::forget(settle);
         let r = job.run_inline();
         debug_assert!(job.is_empty(), "an inline job holds nothing to drop");
-        r
+        (r, false)
     } else {
-        if current_is_cancelling() {
-            settle_job(&|| (job.runner(), job.is_done()));
-        }
-        // Shielded: the thief runs `b` on our frame, so this wait must end
-        // (`cancel` module docs, step 5); a cancellation takes effect at
-        // the next cancellation point after it.
-        let shield = ShieldGuard::new();
-        let r = job.wait();
-        drop(shield);
+        let r = wait_stolen(&job);
         std::mem::forget(settle);
         job.clear();
         r
     };
+    // A cancellation passed on to the job, or one that came while the job
+    // finished, unwinds here, as a scope does after its children; a panic
+    // of `a` or `b` goes first.
     match (ra, rb) {
-        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Ok(ra), Ok(rb)) => {
+            if passes_on {
+                crate::runtime::cancel::cancel_point_current();
+            }
+            (ra, rb)
+        }
         (Err(p), _) => resume_unwind(p),
-        (Ok(_), Err(e)) => e.resume(),
+        (Ok(_), Err(e)) => {
+            if passes_on && e.is_cancelled() {
+                crate::runtime::cancel::cancel_point_current();
+            }
+            e.resume()
+        }
     }
+}
+
+/// `join`'s wait for its stolen job, shielded: the thief runs `b` on our
+/// frame, so this wait must end. A cancellation of this fiber (one it
+/// would unwind for: not shielded by the caller, not destroyed by the
+/// drain) is passed on to the job, as a scope passes it on to its children
+/// (`cancel` module docs, step 5). Returns `b`'s result and whether a
+/// cancellation of this fiber is to unwind it after the wait.
+fn wait_stolen<B, RB>(job: &job::StackJob<B, RB>) -> (Result<RB, crate::runtime::error::JoinError>, bool)
+where
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    if current_is_cancelling() {
+        settle_job(&|| (job.runner(), job.is_done()));
+    }
+    // SAFETY: a non-null CURRENT is the running task (see `current_task`).
+    let me = unsafe { context::current_task_ptr().as_ref() };
+    let passes_on = me.is_some_and(|t| t.shield.get() == 0 && !t.is_cancelling());
+    let _shield = ShieldGuard::new();
+    let (r, _) = job.wait_or_cancel(
+        || passes_on && crate::runtime::cancel::current_requested(),
+        |runner| crate::runtime::cancel::request_at(&runner, current_shared_ptr()),
+    );
+    (r, passes_on)
 }

@@ -95,8 +95,20 @@
 //! runtime is still running), a plain thread *might* still wake a fiber:
 //! after about a second the same report is printed **once** to stderr as
 //! a warning ("numafiber: warning: possible deadlock ...") and `block_on`
-//! keeps waiting. So a true deadlock is never a silent hang, and a slow
-//! completion is never a panic.
+//! keeps waiting. So a deadlock on these primitives is never a silent
+//! hang, and a slow completion is never a panic.
+//!
+//! What the detector cannot see gets neither the report nor the warning:
+//! a fiber parked on a socket (`crate::net`), in
+//! [`fiber::block_on_future`](crate::fiber::block_on_future) (the future's
+//! waker may be held outside the runtime) or behind a
+//! [`spawn_blocking`](crate::fiber::spawn_blocking) /
+//! [`block_in_place`](crate::fiber::block_in_place) call still running,
+//! and every fiber waiting for it; any state with a timer armed (it waits
+//! until the timer is due, also for a timed wait that already ended); a worker that does not park (a blocking OS call
+//! or `std::sync` lock in a fiber, a loop that computes), including a
+//! deadlock among some fibers while others run; and waits outside
+//! `block_on`, or while its own fiber runs.
 //! [`Builder::strict_deadlock_detection`](crate::Builder::strict_deadlock_detection)
 //! restores the old rule (panic once this runtime alone has been quiescent
 //! for about 100 ms, whatever other threads exist), and

@@ -61,3 +61,49 @@ impl HandoffQueue {
         (v, push)
     }
 }
+
+impl<R: Send + 'static> super::ForkJob<R> {
+    /// The owner of a stolen `join` job, cancelled (`runtime::spawn::join`):
+    /// wait on the latch, passing the cancellation on to the job (through
+    /// its `runner` lock) before the first park; a runner found there is
+    /// cancelled as `JoinHandle::cancel` would (`cancel::request`). Then
+    /// claim exclusive access, as `wait_and_release` does. Returns the
+    /// result and whether the cancellation was passed on.
+    pub fn wait_cancelling_and_release(&mut self) -> (Result<R, crate::runtime::error::JoinError>, bool) {
+        let r = self.job.wait_or_cancel(
+            || true,
+            |runner| {
+                crate::runtime::cancel::request(&runner, |t| {
+                    // A parked runner's own reference (the model's runner
+                    // never parks; kept as the real canceller's push would).
+                    std::mem::forget(t)
+                })
+            },
+        );
+        self.job.assert_free();
+        r
+    }
+}
+
+impl super::ForkJobRef {
+    /// The thief's `job_task` and `JobMain::run`: record the runner fiber
+    /// (`JobRef::set_runner`, which sets its `CANCEL` when the owner
+    /// cancelled the job already), then drop the closure unrun if the
+    /// runner is cancelled, else run it. Returns whether it ran.
+    ///
+    /// # Safety
+    /// As for `execute`.
+    pub unsafe fn run_as(self, runner: &FiberState) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.set_runner(runner.0.clone()) };
+        if runner.cancel_requested() {
+            // SAFETY: the caller's contract.
+            unsafe { self.0.cancel() };
+            false
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { self.0.execute() };
+            true
+        }
+    }
+}

@@ -20,11 +20,24 @@
 //! job, and it is consumed exactly once: popped by its owner, run by a
 //! thief's `job_task`, or cancelled by the shutdown drain (which also sets
 //! the latch).
+//!
+//! # Cancelling a stolen job
+//!
+//! An owner cancelled while it waits for a stolen job passes the
+//! cancellation on to the job's runner fiber, waits for it, and then
+//! unwinds (`runtime::cancel`, step 5). The runner may not exist yet (the
+//! job waits in the thief's queues), so the hand-off goes through the
+//! `runner` lock: the owner sets `cancel` and reads the runner under it,
+//! the thief's `job_task` stores the runner and reads `cancel` under it.
+//! Whichever comes second sees the other: the owner cancels the runner it
+//! found (`cancel::request`), or the thief sets `CANCEL` on its new runner
+//! before it first runs, and that runner then drops the closure unrun
+//! (loom model `join_cancel_vs_steal`).
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use crate::loom::sync::Mutex;
 
 use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
@@ -101,8 +114,9 @@ impl Latch {
         matches!(self.state.load(Acquire), DONE | WOKEN)
     }
 
-    /// Owner: block until the job finished and the setter is done with it.
-    fn wait(&self) {
+    /// Owner: block until the job finished and the setter is done with it;
+    /// `before_park` runs before every park.
+    fn wait(&self, mut before_park: impl FnMut()) {
         let mut registered = false;
         loop {
             match self.state.load(Acquire) {
@@ -124,6 +138,7 @@ impl Latch {
                 }
                 _ => {}
             }
+            before_park();
             park();
             if crate::runtime::context::current_is_cancelling() && !self.probe() {
                 // Being destroyed by the shutdown drain: nobody will set
@@ -141,8 +156,17 @@ pub(crate) struct JobHeader {
     execute: unsafe fn(NonNull<JobHeader>),
     cancel: unsafe fn(NonNull<JobHeader>),
     latch: Latch,
-    /// The fiber a thief made to run this job, for the shutdown drain.
-    runner: Mutex<Option<TaskRef>>,
+    /// The fiber a thief made to run this job (for the shutdown drain and
+    /// a cancelled owner), and the owner's cancellation (module docs).
+    runner: Mutex<Runner>,
+}
+
+/// What `JobHeader::runner` guards.
+#[derive(Default)]
+struct Runner {
+    task: Option<TaskRef>,
+    /// The owner asked to cancel the job.
+    cancel: bool,
 }
 
 impl JobRef {
@@ -167,14 +191,20 @@ impl JobRef {
         unsafe { ((*self.0.as_ptr()).cancel)(self.0) }
     }
 
-    /// Record the fiber that runs this job (before it runs).
+    /// Record the fiber that runs this job (before it runs). If the owner
+    /// cancelled the job already, `t` gets `CANCEL` (module docs,
+    /// "Cancelling a stolen job"), so it drops the closure unrun.
     ///
     /// # Safety
     /// As for `execute`.
     pub(crate) unsafe fn set_runner(self, t: TaskRef) {
         // SAFETY: alive until the latch is set, which happens after this.
         let h = unsafe { &*self.0.as_ptr() };
-        *h.runner.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        let mut g = h.runner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.cancel {
+            t.flags_or(crate::runtime::task::CANCEL);
+        }
+        g.task = Some(t);
     }
 }
 
@@ -197,7 +227,7 @@ where
                 execute: Self::execute_raw,
                 cancel: Self::cancel_raw,
                 latch: Latch::new(),
-                runner: Mutex::new(None),
+                runner: Mutex::new(Runner::default()),
             },
             f: UnsafeCell::new(Some(f)),
             result: TrackedUnsafeCell::new(None),
@@ -218,11 +248,35 @@ where
     }
 
     /// Wait for a stolen job and take its result.
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn wait(&self) -> Result<R, JoinError> {
-        self.header.latch.wait();
+        self.wait_or_cancel(|| false, |_| {}).0
+    }
+
+    /// Wait for a stolen job and take its result; before each park, ask
+    /// `requested` whether the owner is cancelled, and the first time it
+    /// is, cancel the job (module docs, "Cancelling a stolen job"):
+    /// `cancel_runner` gets the runner fiber if it exists already. Also
+    /// returns whether the job was cancelled so.
+    pub(crate) fn wait_or_cancel(&self, requested: impl Fn() -> bool, cancel_runner: impl FnOnce(TaskRef)) -> (Result<R, JoinError>, bool) {
+        let mut cancel_runner = Some(cancel_runner);
+        self.header.latch.wait(|| {
+            if cancel_runner.is_some() && requested() {
+                let runner = {
+                    let mut g = self.header.runner.lock().unwrap_or_else(|e| e.into_inner());
+                    g.cancel = true;
+                    g.task.clone()
+                };
+                let f = cancel_runner.take().expect("checked above");
+                if let Some(t) = runner {
+                    f(t);
+                }
+            }
+        });
         // SAFETY: the latch is set: the executor wrote the result before
         // and no longer touches the job.
-        self.result.with_mut(|p| unsafe { (*p).take() }).unwrap_or_else(|| Err(JoinError::cancelled()))
+        let r = self.result.with_mut(|p| unsafe { (*p).take() }).unwrap_or_else(|| Err(JoinError::cancelled()));
+        (r, cancel_runner.is_none())
     }
 
 
@@ -245,7 +299,7 @@ where
         let r = self.result.with_mut(|p| unsafe { (*p).is_none() });
         // SAFETY: as above.
         let w = self.header.latch.waiter.with_mut(|p| unsafe { (*p).is_none() });
-        let t = self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).is_none();
+        let t = self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).task.is_none();
         f && r && w && t
     }
 
@@ -262,6 +316,9 @@ where
                 // `JobMain`'s drop cancels the job.
                 std::panic::resume_unwind(p)
             }
+            // Unwound by a cancellation its owner passed on (module docs,
+            // "Cancelling a stolen job"): a cancellation, not a panic.
+            Err(p) if p.is::<crate::runtime::cancel::Cancelled>() => Err(JoinError::cancelled_by_handle()),
             Err(p) => Err(JoinError::panicked(p)),
         };
         // SAFETY: as above; then the latch is our last access.
@@ -303,7 +360,7 @@ where
     R: Send,
 {
     fn runner(&self) -> Option<TaskRef> {
-        self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.header.runner.lock().unwrap_or_else(|e| e.into_inner()).task.take()
     }
 
     fn is_done(&self) -> bool {
@@ -343,8 +400,16 @@ impl JobMain {
 
 impl FiberMain for JobMain {
     fn run(mut self: Box<Self>) {
-        // SAFETY: the worker consumed the JobRef and handed it to us.
-        unsafe { self.job.execute() };
+        if crate::runtime::cancel::current_requested() {
+            // The owner cancelled the job before this runner first ran
+            // (`set_runner`): drop the closure unrun, as a spawned fiber
+            // cancelled before it ran does.
+            // SAFETY: the worker consumed the JobRef and handed it to us.
+            unsafe { self.job.cancel() };
+        } else {
+            // SAFETY: as above.
+            unsafe { self.job.execute() };
+        }
         crate::runtime::context::note_completed();
         // The owner may free the job from now on: never touch it again.
         self.finished = true;

@@ -229,7 +229,14 @@ impl<T> JoinHandle<T> {
     /// * **Shielding**: [`shield`](crate::fiber::shield) / [`ShieldGuard`](crate::fiber::ShieldGuard) defer cancellation over
     ///   a section. A [`scope`](crate::fiber::scope) whose fiber is cancelled cancels its
     ///   children and waits for them (they borrow its frame) before it
-    ///   unwinds; a stolen [`join`](crate::fiber::join) closure is waited for the same way.
+    ///   unwinds; a stolen [`join`](crate::fiber::join) closure is cancelled and waited
+    ///   for the same way (one not stolen runs on the fiber itself, and
+    ///   unwinds at its own cancellation points). Inside a shield neither
+    ///   passes the cancellation on.
+    /// * **A caught cancellation** (a `catch_unwind` that swallows the
+    ///   unwind, or a shielded wait that the request woke) leaves the
+    ///   request standing: the fiber's next cancellation point unwinds,
+    ///   with no second `cancel()`.
     /// * **During the unwind** the fiber cannot park (Rust counts panics
     ///   per thread, and the worker runs other fibers): a destructor that
     ///   must wait for a lock held by another fiber waits on the thread, as

@@ -100,6 +100,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 use crate::loom::sync::atomic::AtomicU8 as StateCell;
+use crate::loom::sync::atomic::AtomicU8 as FlagsCell;
 use std::sync::Arc;
 
 use corosensei::{Coroutine, Yielder};
@@ -237,7 +238,8 @@ pub(crate) struct Task {
     /// `UNPARK` (the `fiber::park` token, `runtime::unpark`). Other threads
     /// only `fetch_or` `CANCEL` and `UNPARK`; the fiber clears `UNPARK`.
     /// Kept in one byte so a yield reads one flag word for all of them.
-    flags: AtomicU8,
+    /// A loom atomic under `cfg(loom)` (model `cancel_flag_outlives_its_wake_up`).
+    flags: FlagsCell,
     /// Depth of the fiber's `fiber::shield` sections (`cancel::ShieldGuard`):
     /// cancellation points do not unwind while it is above zero. Only the
     /// fiber touches it.
@@ -431,7 +433,7 @@ impl NewTask {
             pin: pin_of(self.pinned),
             reclaim_by: self.reclaim_by,
             state: StateCell::new(QUEUED | FRESH),
-            flags: AtomicU8::new(0),
+            flags: FlagsCell::new(0),
             shield: Cell::new(0),
             locals: locals::LocalSlot::new(None),
             stack_lo: AtomicUsize::new(0),
@@ -493,7 +495,7 @@ impl NewTask {
         *pin = pin_of(self.pinned);
         *reclaim_by = self.reclaim_by;
         *state = StateCell::new(QUEUED | FRESH);
-        *flags = AtomicU8::new(0);
+        *flags = FlagsCell::new(0);
         *shield = Cell::new(0);
         // A fiber's values are dropped when it ends (`fiber::local`), or by
         // the drain right after it destroyed the fiber: a spent task has
