@@ -56,7 +56,6 @@ use std::time::Instant;
 use super::lock::{SpinGuard, SpinLock};
 
 pub(crate) use crate::runtime::wait::{Me, Node, Waker};
-use crate::runtime::task::wait_kind;
 use crate::runtime::wait::new_waiter;
 
 
@@ -379,12 +378,21 @@ impl<S, P> WaitQueue<S, P> {
             if node.is_signalled() {
                 break None;
             }
-            if node.cannot_suspend() || leave_if() {
+            if leave_if() {
                 break Some(false);
             }
             match deadline {
-                None => node.park(),
+                // The cannot-suspend check rides on the park's own load of
+                // the flags (`park::park_task_or_refuse`).
+                None => {
+                    if !node.park_or_refuse() {
+                        break Some(false);
+                    }
+                }
                 Some(d) => {
+                    if node.cannot_suspend() {
+                        break Some(false);
+                    }
                     if Instant::now() >= d {
                         break Some(true);
                     }
@@ -392,7 +400,7 @@ impl<S, P> WaitQueue<S, P> {
                 }
             }
         };
-        node.set_wait_reason(wait_kind::NONE, 0, reason.site);
+        node.clear_wait_reason(reason.site);
         guard.on_granted = None; // normal exit: disarm
         let Some(timed_out) = leave else { return Outcome::Signalled };
         let mut inner = self.lock();
