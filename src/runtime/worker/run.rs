@@ -138,6 +138,7 @@ impl WorkerLocal {
                     // Stays RUNNING, private to this worker (see
                     // `next_local`): the child in `run_next` runs first.
                     self.resume_after.borrow_mut().push(task);
+                    self.first_pending.set(true);
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Behind) => {
