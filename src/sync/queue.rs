@@ -403,6 +403,14 @@ impl<S, P> WaitQueue<S, P> {
         node.clear_wait_reason(reason.site);
         guard.on_granted = None; // normal exit: disarm
         let Some(timed_out) = leave else { return Outcome::Signalled };
+        self.leave(id, timed_out, &on_removed)
+    }
+
+    /// `park_or_leave` ends without a signal (`timed_out`, or closed, or
+    /// the caller cannot suspend): remove the entry `id` under the lock,
+    /// or find it granted meanwhile. Out of the wait's own frame.
+    #[inline(never)]
+    fn leave(&self, id: u64, timed_out: bool, on_removed: &impl Fn(&mut Inner<S, P>)) -> Outcome<P> {
         let mut inner = self.lock();
         match inner.remove(id) {
             Some(e) => {
