@@ -143,14 +143,21 @@ impl<S, P> Inner<S, P> {
         let mut e = if front {
             self.waiters.pop_front()?.entry?
         } else {
-            let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
-            self.waiters[i].entry.take()?
+            self.take_first_where(f)?
         };
         self.live -= 1;
         self.clean_front();
         fill(&mut e.payload);
         e.node.signal();
         Some(e)
+    }
+    /// `grant_first_where_then` past a front that does not match: the
+    /// first matching entry, left as a tombstone (out of the grant's
+    /// inlined path).
+    #[inline(never)]
+    fn take_first_where(&mut self, f: impl Fn(&P) -> bool) -> Option<Entry<P>> {
+        let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
+        self.waiters[i].entry.take()
     }
     /// Whether a queued waiter's payload matches (a `select` arm asks
     /// whether a partner could be granted now).
