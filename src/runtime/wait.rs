@@ -400,7 +400,7 @@ pub(crate) fn unpark_thread(t: &Thread) {
 /// The caller as a waiter: its own handle and the entry's. The flag is
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
-#[inline]
+#[inline(always)]
 pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
     if !me.task.is_null() && !me.shared.is_null() {
         let task = me.task;
@@ -412,9 +412,16 @@ pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
         let shared = unsafe { SharedRef::borrowed(me.shared) };
         (node, Waker { kind: WakerKind::Fiber { task, shared, run: None, local: std::ptr::null() } })
     } else {
-        let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: thread::current() });
-        (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
+        new_thread_waiter()
     }
+}
+
+/// `new_waiter` for a plain thread (or a fiber off a worker): a small
+/// shared flag (out of the fiber's inlined path).
+#[inline(never)]
+fn new_thread_waiter() -> (Node, Waker) {
+    let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: thread::current() });
+    (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
 }
 
 impl Node {

@@ -94,7 +94,8 @@ impl<S, P> Inner<S, P> {
         self.push_as(Me::current(), payload)
     }
     /// `push` for a caller that read `me` under this lock already.
-    #[inline]
+    /// Inlined into the waiting call: the entry is built in place.
+    #[inline(always)]
     pub(crate) fn push_as(&mut self, me: Me, payload: P) -> (u64, Node) {
         let id = self.next_id;
         self.next_id += 1;
