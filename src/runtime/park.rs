@@ -12,7 +12,7 @@ use crate::runtime::cancel::cancel_point;
 use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_task, current_task_ref};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::join::current_shared_for_drain;
-use crate::runtime::task::{wait_kind, Suspend, Task, TaskRef};
+use crate::runtime::task::{wait_kind, Suspend, Task, TaskRef, CANCEL, DRAINING};
 use crate::runtime::wait::{notify_parked, unpark_thread};
 
 /// Someone blocked until an event: a parked fiber or a parked thread, or
@@ -175,12 +175,63 @@ pub(crate) fn park_task(t: *const Task) {
     // SAFETY: non-null CURRENT: the running task, alive while it runs (see
     // `current_task`).
     let task = unsafe { &*t };
+    if needs_slow_park(task) {
+        park_task_slow(task);
+        return;
+    }
+    park_task_fast(task);
+}
+
+/// `park_task` for a waiting loop that leaves when the caller cannot
+/// suspend (`wait::Node::park_or_refuse`): `false`, without parking, if
+/// the fiber `t` (not null) cannot suspend; else `park_task` (its
+/// cancellation points included) and `true`.
+#[inline(always)]
+pub(crate) fn park_task_or_refuse(t: *const Task) -> bool {
+    debug_assert!(!t.is_null());
+    // SAFETY: the running fiber's own task, alive while it runs.
+    let task = unsafe { &*t };
+    if needs_slow_park(task) {
+        if cannot_suspend(task) {
+            return false;
+        }
+        park_task_slow(task);
+        return true;
+    }
+    park_task_fast(task);
+    true
+}
+
+/// One load of the flags for the entry's cancellation point and the
+/// drain's mark, and the panic count: whether a park must take the slow
+/// path (which checks each of them again, in the order of the rules).
+#[inline(always)]
+fn needs_slow_park(task: &Task) -> bool {
+    task.flags_load() & (CANCEL | DRAINING) != 0 || std::thread::panicking()
+}
+
+/// A park with neither a cancellation request nor the drain's mark, by a
+/// fiber that is not unwinding: no entry check left to make.
+#[inline(always)]
+fn park_task_fast(task: &Task) {
+    if !task.take_token() {
+        suspend_task(task, Suspend::Park);
+    }
+    cancel_point(task);
+}
+
+/// A park that found a flag or a panic on entry: the cancellation point,
+/// the token, the cannot-suspend check, the park and the cancellation
+/// point on the way out, one by one.
+#[cold]
+#[inline(never)]
+fn park_task_slow(task: &Task) {
     cancel_point(task);
     if !task.take_token() {
         if cannot_suspend(task) {
             return;
         }
-        suspend_task(t, Suspend::Park);
+        suspend_task(task, Suspend::Park);
     }
     cancel_point(task);
 }

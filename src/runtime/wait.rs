@@ -400,7 +400,7 @@ pub(crate) fn unpark_thread(t: &Thread) {
 /// The caller as a waiter: its own handle and the entry's. The flag is
 /// cleared here, under the queue lock (every write to it is under the lock
 /// of the queue the waiter is in).
-#[inline]
+#[inline(always)]
 pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
     if !me.task.is_null() && !me.shared.is_null() {
         let task = me.task;
@@ -412,9 +412,16 @@ pub(crate) fn new_waiter(me: Me) -> (Node, Waker) {
         let shared = unsafe { SharedRef::borrowed(me.shared) };
         (node, Waker { kind: WakerKind::Fiber { task, shared, run: None, local: std::ptr::null() } })
     } else {
-        let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: thread::current() });
-        (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
+        new_thread_waiter()
     }
+}
+
+/// `new_waiter` for a plain thread (or a fiber off a worker): a small
+/// shared flag (out of the fiber's inlined path).
+#[inline(never)]
+fn new_thread_waiter() -> (Node, Waker) {
+    let f = Arc::new(ThreadFlag { signalled: AtomicBool::new(false), thread: thread::current() });
+    (Node { kind: NodeKind::Thread(f.clone()) }, Waker { kind: WakerKind::Thread(f) })
 }
 
 impl Node {
@@ -442,14 +449,33 @@ impl Node {
             crate::runtime::context::cannot_suspend(unsafe { &*t })
         }
     }
-    /// Park the waiter until woken (may return spuriously).
+    /// The wait recorded by `set_wait_reason` is over: clear the reason
+    /// (the site stays, as `context::clear_task_wait_reason` says).
     #[inline]
-    pub(crate) fn park(&self) {
+    pub(crate) fn clear_wait_reason(&self, site: &'static std::panic::Location<'static>) {
         let t = self.task();
         if t.is_null() {
-            crate::runtime::park();
+            crate::runtime::context::set_wait_reason_at(crate::runtime::task::wait_kind::NONE, 0, site);
         } else {
-            crate::runtime::park::park_task(t);
+            // SAFETY: the waiting fiber's own task, alive while it runs.
+            crate::runtime::context::clear_task_wait_reason(unsafe { &*t });
+        }
+    }
+    /// Park the waiter until woken (may return spuriously), unless it
+    /// cannot suspend (`cannot_suspend`): then `false` at once, unparked.
+    /// Inlined into the waiting loop, like the switch in it (see
+    /// `fiber::yield_now`).
+    #[inline(always)]
+    pub(crate) fn park_or_refuse(&self) -> bool {
+        let t = self.task();
+        if t.is_null() {
+            if crate::runtime::current_cannot_suspend() {
+                return false;
+            }
+            crate::runtime::park();
+            true
+        } else {
+            crate::runtime::park::park_task_or_refuse(t)
         }
     }
 }

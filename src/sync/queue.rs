@@ -56,7 +56,6 @@ use std::time::Instant;
 use super::lock::{SpinGuard, SpinLock};
 
 pub(crate) use crate::runtime::wait::{Me, Node, Waker};
-use crate::runtime::task::wait_kind;
 use crate::runtime::wait::new_waiter;
 
 
@@ -95,7 +94,8 @@ impl<S, P> Inner<S, P> {
         self.push_as(Me::current(), payload)
     }
     /// `push` for a caller that read `me` under this lock already.
-    #[inline]
+    /// Inlined into the waiting call: the entry is built in place.
+    #[inline(always)]
     pub(crate) fn push_as(&mut self, me: Me, payload: P) -> (u64, Node) {
         let id = self.next_id;
         self.next_id += 1;
@@ -144,14 +144,21 @@ impl<S, P> Inner<S, P> {
         let mut e = if front {
             self.waiters.pop_front()?.entry?
         } else {
-            let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
-            self.waiters[i].entry.take()?
+            self.take_first_where(f)?
         };
         self.live -= 1;
         self.clean_front();
         fill(&mut e.payload);
         e.node.signal();
         Some(e)
+    }
+    /// `grant_first_where_then` past a front that does not match: the
+    /// first matching entry, left as a tombstone (out of the grant's
+    /// inlined path).
+    #[inline(never)]
+    fn take_first_where(&mut self, f: impl Fn(&P) -> bool) -> Option<Entry<P>> {
+        let i = self.waiters.iter().position(|s| s.entry.as_ref().is_some_and(|e| f(&e.payload)))?;
+        self.waiters[i].entry.take()
     }
     /// Whether a queued waiter's payload matches (a `select` arm asks
     /// whether a partner could be granted now).
@@ -379,12 +386,21 @@ impl<S, P> WaitQueue<S, P> {
             if node.is_signalled() {
                 break None;
             }
-            if node.cannot_suspend() || leave_if() {
+            if leave_if() {
                 break Some(false);
             }
             match deadline {
-                None => node.park(),
+                // The cannot-suspend check rides on the park's own load of
+                // the flags (`park::park_task_or_refuse`).
+                None => {
+                    if !node.park_or_refuse() {
+                        break Some(false);
+                    }
+                }
                 Some(d) => {
+                    if node.cannot_suspend() {
+                        break Some(false);
+                    }
                     if Instant::now() >= d {
                         break Some(true);
                     }
@@ -392,9 +408,17 @@ impl<S, P> WaitQueue<S, P> {
                 }
             }
         };
-        node.set_wait_reason(wait_kind::NONE, 0, reason.site);
+        node.clear_wait_reason(reason.site);
         guard.on_granted = None; // normal exit: disarm
         let Some(timed_out) = leave else { return Outcome::Signalled };
+        self.leave(id, timed_out, &on_removed)
+    }
+
+    /// `park_or_leave` ends without a signal (`timed_out`, or closed, or
+    /// the caller cannot suspend): remove the entry `id` under the lock,
+    /// or find it granted meanwhile. Out of the wait's own frame.
+    #[inline(never)]
+    fn leave(&self, id: u64, timed_out: bool, on_removed: &impl Fn(&mut Inner<S, P>)) -> Outcome<P> {
         let mut inner = self.lock();
         match inner.remove(id) {
             Some(e) => {

@@ -192,6 +192,10 @@ pub(crate) struct WorkerLocal {
     fair_turn: Cell<u8>,
     /// Status last told to the policy (busy running fibers, or idle).
     busy: Cell<bool>,
+    /// `run_next`, `resume_after` or `starved` may hold a fiber: set by
+    /// whoever puts one there, cleared by `next_local` when it finds all
+    /// three empty, so a pick looks at them with one load.
+    first_pending: Cell<bool>,
     /// A work-first child to run before anything else.
     run_next: RefCell<Option<TaskRef>>,
     /// Parents that reclaimed their child (`Suspend::Reclaim`), innermost
@@ -265,6 +269,7 @@ impl WorkerLocal {
             fair_at: Cell::new(0),
             fair_turn: Cell::new(0),
             busy: Cell::new(false),
+            first_pending: Cell::new(false),
             run_next: RefCell::new(None),
             resume_after: RefCell::new(Vec::new()),
             behind: RefCell::new(Vec::with_capacity(BEHIND_MAX)),

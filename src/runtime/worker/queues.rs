@@ -207,6 +207,7 @@ impl WorkerLocal {
     pub(crate) fn set_run_next(&self, task: TaskRef) {
         let prev = self.run_next.borrow_mut().replace(task);
         debug_assert!(prev.is_none());
+        self.first_pending.set(true);
     }
 
     /// Next fiber from this worker's own queues.
@@ -219,16 +220,9 @@ impl WorkerLocal {
         // Every pick counts towards the fairness pass (`FAIRNESS_TICKS`).
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
-        if let Some(t) = self.run_next.borrow_mut().take() {
-            return Some(Next::Queued(Runnable::Task(t)));
-        }
-        if let Some(t) = self.resume_after.borrow_mut().pop() {
-            return Some(Next::Owned(t));
-        }
-        if self.starved_len.get() != 0 && budget::has_room() {
-            // A stack slot is free again: the fibers waiting longest first.
-            if let Some(t) = self.pop_starved() {
-                return Some(Next::Owned(t));
+        if self.first_pending.get() {
+            if let Some(n) = self.next_first() {
+                return Some(n);
             }
         }
         let me = self.me();
@@ -262,6 +256,28 @@ impl WorkerLocal {
         }
         let t = self.yielded.pop_front();
         t.map(Next::Owned)
+    }
+
+    /// `next_local`'s first queues: the work-first child (`run_next`),
+    /// the parents that reclaimed their child (`resume_after`), the
+    /// fibers waiting for a stack (`starved`, once a slot is free). Clears
+    /// `first_pending` when all three are empty.
+    fn next_first(&self) -> Option<Next> {
+        if let Some(t) = self.run_next.borrow_mut().take() {
+            return Some(Next::Queued(Runnable::Task(t)));
+        }
+        if let Some(t) = self.resume_after.borrow_mut().pop() {
+            return Some(Next::Owned(t));
+        }
+        if self.starved_len.get() != 0 {
+            // A stack slot is free again: the fibers waiting longest first.
+            if budget::has_room() {
+                return self.pop_starved().map(Next::Owned);
+            }
+            return None;
+        }
+        self.first_pending.set(false);
+        None
     }
 
     /// The fairness pass's queue number `q` (`FAIR_QUEUES`): the pinned
@@ -386,6 +402,7 @@ impl WorkerLocal {
     pub(super) fn starve(&self, task: TaskRef) {
         self.starved.borrow_mut().push_back(task);
         self.starved_len.set(self.starved_len.get() + 1);
+        self.first_pending.set(true);
         self.shared.stacks.add_starved(self.index, 1);
     }
 

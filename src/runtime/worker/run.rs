@@ -26,11 +26,16 @@ impl WorkerLocal {
     pub(super) fn run_runnable(&self, r: Runnable) {
         match r {
             Runnable::Task(t) => self.run_task(t, false),
-            Runnable::Job(j) => {
-                let t = self.job_task(j);
-                self.run_task(t, false)
-            }
+            Runnable::Job(j) => self.run_job(j),
         }
+    }
+
+    /// A stolen fork-join job: its runner fiber, run. Out of line, so that
+    /// `run_runnable` keeps a fiber's path to `run_task` a plain jump.
+    #[inline(never)]
+    fn run_job(&self, j: JobRef) {
+        let t = self.job_task(j);
+        self.run_task(t, false)
     }
 
     /// A fork-join job left this worker's hands (stolen, or its owner
@@ -138,6 +143,7 @@ impl WorkerLocal {
                     // Stays RUNNING, private to this worker (see
                     // `next_local`): the child in `run_next` runs first.
                     self.resume_after.borrow_mut().push(task);
+                    self.first_pending.set(true);
                     return;
                 }
                 CoroutineResult::Yield(Suspend::Behind) => {
