@@ -89,9 +89,7 @@ fn fib(c: &mut Criterion) {
 
     for (name, cutoff) in [("fib30_no_cutoff", 0), ("fib30_cutoff16", CUTOFF)] {
         let mut g = c.benchmark_group(name);
-        g.bench_function("numafiber", |b| {
-            b.iter(|| black_box(rt.block_on(move || fib_fiber(black_box(N), cutoff))))
-        });
+        g.bench_function("numafiber", |b| b.iter(|| black_box(rt.block_on(move || fib_fiber(black_box(N), cutoff)))));
         if cutoff == 0 {
             // The second worker must help: the same on one worker.
             g.bench_function("numafiber_1w", |b| {

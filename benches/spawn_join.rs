@@ -78,9 +78,7 @@ fn spawn_join(c: &mut Criterion) {
         })
     });
 
-    g.bench_function("std_thread", |b| {
-        b.iter(|| black_box(std::thread::spawn(|| black_box(1u64)).join().unwrap()))
-    });
+    g.bench_function("std_thread", |b| b.iter(|| black_box(std::thread::spawn(|| black_box(1u64)).join().unwrap())));
     g.finish();
 }
 

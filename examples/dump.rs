@@ -44,7 +44,8 @@ fn main() {
 
     // Three idle clients (their handlers park on socket reads) and one
     // that sends "hog".
-    let clients: Vec<std::net::TcpStream> = (0..3).map(|_| std::net::TcpStream::connect(addr).expect("connect")).collect();
+    let clients: Vec<std::net::TcpStream> =
+        (0..3).map(|_| std::net::TcpStream::connect(addr).expect("connect")).collect();
     let mut hog = std::net::TcpStream::connect(addr).expect("connect");
     hog.write_all(b"hog").expect("send");
     // Some sleepers and waiters, so the dump has more to show.

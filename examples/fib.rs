@@ -74,7 +74,10 @@ fn main() {
         rt.workers(),
         tp.as_secs_f64() / ts.as_secs_f64()
     );
-    println!("spawned {} fibers, steals: {} local / {} remote / {} failed", s.spawned, s.local_steals, s.remote_steals, s.failed_steals);
+    println!(
+        "spawned {} fibers, steals: {} local / {} remote / {} failed",
+        s.spawned, s.local_steals, s.remote_steals, s.failed_steals
+    );
     timing_note::print();
 }
 

@@ -53,7 +53,9 @@ fn serve(mut s: TcpStream) -> std::io::Result<()> {
             buf.extend_from_slice(&tmp[used..n]);
         }
         if !close && buf.len() > MAX_HEAD {
-            out.extend_from_slice(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            out.extend_from_slice(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
             close = true;
         }
         if !out.is_empty() {

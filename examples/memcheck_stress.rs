@@ -91,7 +91,12 @@ fn main() {
     // SAFETY: these fibers are shallow (32 KiB is far more than they use).
     #[allow(deprecated)] // the deprecated unguarded mode keeps its test
     let rt = unsafe {
-        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::Nlh).stack_size(32 << 10).unguarded_stacks()
+        Runtime::builder()
+            .workers(2)
+            .topology(Topology::uniform(1, 2))
+            .policy(Policy::Nlh)
+            .stack_size(32 << 10)
+            .unguarded_stacks()
     }
     .build()
     .expect("runtime");

@@ -10,8 +10,8 @@
 
 use std::process::ExitCode;
 
-use numafiber::topology::real_cpus;
 use numafiber::topology::current_cpu;
+use numafiber::topology::real_cpus;
 use numafiber::{fiber, Runtime, Topology};
 
 const USAGE: &str = "usage: numa_map [--topology detect|uniform:NxP|synthetic:DESC|xml:PATH] [--workers N] [--strict]";
@@ -56,16 +56,11 @@ fn main() -> ExitCode {
         if topo.is_this_machine() {
             "this machine: workers pin to these PUs".to_string()
         } else {
-            format!(
-                "not this machine: logical PUs map round-robin onto real PUs {:?}",
-                real_cpus()
-            )
+            format!("not this machine: logical PUs map round-robin onto real PUs {:?}", real_cpus())
         }
     );
     for n in topo.nodes() {
-        let os = topo
-            .node_os_index(n.id)
-            .map_or(String::new(), |o| format!(" (os node {o})"));
+        let os = topo.node_os_index(n.id).map_or(String::new(), |o| format!(" (os node {o})"));
         println!("  node {}{os}: PUs {:?}", n.id, n.cpus);
     }
 
@@ -93,14 +88,8 @@ fn main() -> ExitCode {
     let w = workers.unwrap_or(topo.num_pus());
     match topo.plan_workers(w, strict) {
         Ok(plan) => {
-            println!(
-                "plan: {w} worker(s){}",
-                if strict { ", strict" } else { "" }
-            );
-            println!(
-                "  {:>6} {:>10} {:>8} {:>5}",
-                "worker", "logical_pu", "real_cpu", "node"
-            );
+            println!("plan: {w} worker(s){}", if strict { ", strict" } else { "" });
+            println!("  {:>6} {:>10} {:>8} {:>5}", "worker", "logical_pu", "real_cpu", "node");
             for (i, s) in plan.iter().enumerate() {
                 println!("  {i:>6} {:>10} {:>8} {:>5}", s.logical_pu, s.cpu, s.node);
             }
@@ -124,7 +113,11 @@ fn run_workers(topo: Topology, workers: usize, strict: bool) -> ExitCode {
         }
     };
     let stats = rt.stats();
-    println!("running: {} worker thread(s) started{}", rt.workers(), if stats.mapped_onto_real_pus { " (best-effort pinning: topology is not this machine)" } else { "" });
+    println!(
+        "running: {} worker thread(s) started{}",
+        rt.workers(),
+        if stats.mapped_onto_real_pus { " (best-effort pinning: topology is not this machine)" } else { "" }
+    );
     println!("  {:>6} {:>8} {:>5} {:>7} {:>13}", "worker", "real_cpu", "node", "pinned", "sched_getcpu");
     for w in &stats.workers {
         let seen = fiber::Builder::new()

@@ -21,6 +21,9 @@ fn main() {
         fiber::await_fiber(b);
         t.elapsed()
     });
-    println!("{rounds} rounds x 2 fibers: {elapsed:?}; {:.1} ns per yield", elapsed.as_nanos() as f64 / (2 * rounds) as f64);
+    println!(
+        "{rounds} rounds x 2 fibers: {elapsed:?}; {:.1} ns per yield",
+        elapsed.as_nanos() as f64 / (2 * rounds) as f64
+    );
     timing_note::print();
 }

@@ -76,7 +76,9 @@ fn main() {
     let ws: &[u64] = if quick { &[1, 100, 1000] } else { &[1, 10, 100, 1000, 10_000] };
     for &p in &worker_counts {
         let rt = Runtime::builder().workers(p).policy(Policy::RandomSteal).build().expect("runtime");
-        println!("\nP = {p} worker(s), RandomSteal. Seconds, median of R runs (ratio = NABBIT / its serial version).\n");
+        println!(
+            "\nP = {p} worker(s), RandomSteal. Seconds, median of R runs (ratio = NABBIT / its serial version).\n"
+        );
         println!("|     W | R  | static NABBIT | static serial | ratio | dynamic NABBIT | dynamic serial | ratio | dyn/static |");
         println!("|------:|---:|--------------:|--------------:|------:|---------------:|---------------:|------:|-----------:|");
         for &w in ws {

@@ -42,7 +42,7 @@ pub fn run(rt: &Runtime, delays_ms: &[u64]) -> String {
             .collect();
         let (_, (i, ms)) = fiber::when_any(handles);
         over.set(); // tell the losers
-        // The losers are detached; give them a moment to notice.
+                    // The losers are detached; give them a moment to notice.
         while stopped.load(Ordering::SeqCst) < delays.len() - 1 {
             fiber::sleep(Duration::from_millis(1));
         }

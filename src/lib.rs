@@ -119,11 +119,11 @@
 #![warn(missing_docs)]
 
 pub mod fiber;
+pub mod graph;
 #[allow(dead_code)]
 pub(crate) mod loom;
-pub mod graph;
-pub mod policy;
 pub mod net;
+pub mod policy;
 pub mod runtime;
 pub mod signal;
 pub mod sim;
@@ -136,7 +136,7 @@ pub mod topology;
 #[doc(hidden)]
 pub use crate::loom::model as __loom;
 
-pub use runtime::error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
 pub use policy::{Policy, PolicyOptions, StealChunk};
+pub use runtime::error::{BuildError, BuildErrorKind, JoinError, SpawnError, SpawnErrorKind};
 pub use runtime::{Builder, NodeStats, Runtime, Stats, WorkerStats};
 pub use topology::{NumaNode, Topology, TopologyError, TopologyErrorKind, WorkerSlot};

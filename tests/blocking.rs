@@ -133,7 +133,11 @@ fn in_fresh_process(test: &str, body: fn()) {
     let exe = std::env::current_exe().unwrap();
     let test = test.to_string();
     let out = common::within(120, "the child process", move || {
-        Command::new(exe).args(["--exact", &test, "--nocapture", "--test-threads=1"]).env(CHILD_ENV, "1").output().unwrap()
+        Command::new(exe)
+            .args(["--exact", &test, "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .output()
+            .unwrap()
     });
     assert!(
         out.status.success(),
@@ -154,7 +158,10 @@ fn a_burst_of_spawn_blocking_calls_after_one_call_runs_side_by_side() {
                 })
                 .collect()
         });
-        assert_eq!(met, BURST, "of {BURST} spawn_blocking calls submitted at once, {met} ran side by side with all the others");
+        assert_eq!(
+            met, BURST,
+            "of {BURST} spawn_blocking calls submitted at once, {met} ran side by side with all the others"
+        );
     });
 }
 
@@ -169,6 +176,9 @@ fn a_burst_of_block_in_place_calls_after_one_call_runs_side_by_side() {
                 })
                 .collect()
         });
-        assert_eq!(met, BURST, "of {BURST} block_in_place calls made at once, {met} ran side by side with all the others");
+        assert_eq!(
+            met, BURST,
+            "of {BURST} block_in_place calls made at once, {met} ran side by side with all the others"
+        );
     });
 }

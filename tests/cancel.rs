@@ -646,7 +646,6 @@ fn stampede_lock_handoff_vs_cancel() {
     });
 }
 
-
 /// The next suspension after a cancellation that was caught, or deferred
 /// by a shield whose wait consumed the wake-up, unwinds again: the flag
 /// stays set and every park checks it on entry. One `cancel()` is enough,
@@ -771,10 +770,15 @@ fn join_cancelled_while_computing_and_shielded_join() {
             let ev = Arc::new(Event::new());
             let e = ev.clone();
             let h = fiber::spawn(move || {
-                let r = fiber::shield(|| fiber::join(|| 1, || {
-                    e.wait();
-                    2
-                }));
+                let r = fiber::shield(|| {
+                    fiber::join(
+                        || 1,
+                        || {
+                            e.wait();
+                            2
+                        },
+                    )
+                });
                 assert_eq!(r, (1, 2));
                 fiber::yield_now();
                 unreachable!("cancelled at the yield");

@@ -130,15 +130,21 @@ fn deadline_waits_are_cancellation_points() {
         type Victim = Box<dyn FnOnce() + Send>;
         let victims: Vec<(&str, Victim)> = vec![
             ("recv_deadline", Box::new(move || assert!(rx_empty.recv_deadline(far()).is_err(), "received nothing"))),
-            ("send_deadline", Box::new(move || assert!(tx_full.send_deadline(1, far()).is_err(), "the channel stays full"))),
+            (
+                "send_deadline",
+                Box::new(move || assert!(tx_full.send_deadline(1, far()).is_err(), "the channel stays full")),
+            ),
             ("try_lock_until", {
                 let m = m.clone();
                 Box::new(move || drop(m.try_lock_until(far())))
             }),
             ("sleep_until", Box::new(|| fiber::sleep_until(far()))),
-            ("SharedFuture::wait_until", Box::new(move || {
-                let _ = shared.wait_until(far());
-            })),
+            (
+                "SharedFuture::wait_until",
+                Box::new(move || {
+                    let _ = shared.wait_until(far());
+                }),
+            ),
         ];
         for (what, v) in victims {
             let drops = Arc::new(AtomicUsize::new(0));

@@ -108,7 +108,8 @@ fn close_fails_every_blocked_sender_with_its_value() {
             .collect();
         fiber::sleep(Duration::from_millis(10));
         rx.close();
-        let mut back: Vec<usize> = fiber::when_all(hs).into_iter().map(|r| r.expect_err("blocked send fails")).collect();
+        let mut back: Vec<usize> =
+            fiber::when_all(hs).into_iter().map(|r| r.expect_err("blocked send fails")).collect();
         back.sort();
         assert_eq!(back, (0..6).collect::<Vec<_>>());
         assert_eq!(rx.recv(), Ok(100), "the value sent before the close");

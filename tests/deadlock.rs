@@ -39,9 +39,7 @@ fn expect_deadlock(what: &str, f: impl FnOnce()) -> String {
 /// A lock cycle between two fibers, nothing else in the process.
 fn proven_lock_cycle() {
     let rt = rt();
-    let msg = expect_deadlock("lock cycle", || {
-        rt.block_on(common::lock_cycle)
-    });
+    let msg = expect_deadlock("lock cycle", || rt.block_on(common::lock_cycle));
     assert!(msg.contains("\"left\" [Mutex lock"), "{msg}");
     assert!(msg.contains("\"right\" [Mutex lock"), "{msg}");
     // The grouped dump names the user lines that wait: the two `lock`s

@@ -63,7 +63,9 @@ fn every_state_and_wait_one_by_one() {
         lines.insert("event", (WaitKind::Event, line!() - 1));
         hs.push(spawn_named("send", move || tx.send(1).unwrap()));
         lines.insert("send", (WaitKind::ChannelSend, line!() - 1));
-        hs.push(spawn_named("recv", move || { let _ = empty_rx.recv(); }));
+        hs.push(spawn_named("recv", move || {
+            let _ = empty_rx.recv();
+        }));
         lines.insert("recv", (WaitKind::ChannelRecv, line!() - 1));
         let s = sem.clone();
         hs.push(spawn_named("semaphore", move || drop(s.acquire())));
@@ -72,7 +74,9 @@ fn every_state_and_wait_one_by_one() {
         hs.push(spawn_named("rwlock", move || drop(r.write())));
         lines.insert("rwlock", (WaitKind::RwLockWrite, line!() - 1));
         let b = barrier.clone();
-        hs.push(spawn_named("barrier", move || { b.wait(); }));
+        hs.push(spawn_named("barrier", move || {
+            b.wait();
+        }));
         lines.insert("barrier", (WaitKind::Barrier, line!() - 1));
         let w = wg.clone();
         hs.push(spawn_named("waitgroup", move || w.wait()));
@@ -97,7 +101,8 @@ fn every_state_and_wait_one_by_one() {
         let d = dump_when_parked(&names);
         let text = d.to_string();
         for (name, (kind, line)) in &lines {
-            let f = d.fibers().find(|f| f.name() == Some(*name)).unwrap_or_else(|| panic!("{name} not listed:\n{text}"));
+            let f =
+                d.fibers().find(|f| f.name() == Some(*name)).unwrap_or_else(|| panic!("{name} not listed:\n{text}"));
             assert_eq!(f.state(), FiberState::Parked, "{name}:\n{text}");
             let w = f.wait().unwrap_or_else(|| panic!("{name} has no wait:\n{text}"));
             assert_eq!(w.kind(), *kind, "{name}:\n{text}");
@@ -298,7 +303,12 @@ fn a_fiber_migrating_during_a_dump_is_listed_once() {
     const FIBERS: usize = 6;
     const STAY: Duration = Duration::from_micros(100);
     const FOR: Duration = Duration::from_secs(3);
-    let rt = Runtime::builder().workers(WORKERS).topology(Topology::uniform(1, WORKERS)).stall_threshold(None).build().unwrap();
+    let rt = Runtime::builder()
+        .workers(WORKERS)
+        .topology(Topology::uniform(1, WORKERS))
+        .stall_threshold(None)
+        .build()
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let hops = Arc::new(AtomicUsize::new(0));
     let hs: Vec<_> = (0..FIBERS)
@@ -333,7 +343,12 @@ fn a_fiber_migrating_during_a_dump_is_listed_once() {
             let Some(id) = w.running() else { continue };
             let f = d.fibers().find(|f| f.id() == id).expect("a worker's running fiber is listed");
             if failure.is_none() && (f.state(), f.worker()) != (FiberState::Running, w.index()) {
-                failure = Some(format!("worker {} runs fiber {id}, listed as {} on worker {}:\n{d}", w.index(), f.state(), f.worker()));
+                failure = Some(format!(
+                    "worker {} runs fiber {id}, listed as {} on worker {}:\n{d}",
+                    w.index(),
+                    f.state(),
+                    f.worker()
+                ));
             }
         }
     }

@@ -24,7 +24,9 @@ fn fault_signals_are_refused() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    for (sig, name) in [(libc::SIGSEGV, "SIGSEGV"), (libc::SIGBUS, "SIGBUS"), (libc::SIGILL, "SIGILL"), (libc::SIGFPE, "SIGFPE")] {
+    for (sig, name) in
+        [(libc::SIGSEGV, "SIGSEGV"), (libc::SIGBUS, "SIGBUS"), (libc::SIGILL, "SIGILL"), (libc::SIGFPE, "SIGFPE")]
+    {
         let e = Runtime::builder().workers(1).dump_on_signal(sig).build().expect_err(name);
         assert_eq!(e.kind(), &BuildErrorKind::FaultSignal { signal: sig, name });
         let text = e.to_string();
@@ -86,7 +88,10 @@ fn chain_scenario(ctrl_c_first: bool) {
         rt
     };
     let waiter = rt.spawn(|| signal::ctrl_c().unwrap());
-    let dumped = || String::from_utf8_lossy(&err.lock().unwrap()).contains(&format!("numafiber: signal {}: dump follows", libc::SIGINT));
+    let dumped = || {
+        String::from_utf8_lossy(&err.lock().unwrap())
+            .contains(&format!("numafiber: signal {}: dump follows", libc::SIGINT))
+    };
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(10) && !(waiter.is_finished() && dumped()) {
         // SAFETY: raise has no preconditions; the handlers are installed.

@@ -39,7 +39,8 @@ fiber_local! {
 /// holds across the suspensions.
 #[test]
 fn values_follow_their_fiber_across_migrations() {
-    let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
+    let rt =
+        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
     let tids: Arc<HashMap<i32, usize>> = Arc::new(rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect());
     let migrations = Arc::new(AtomicUsize::new(0));
     let hs: Vec<_> = (0..64u64)

@@ -69,9 +69,9 @@ fn static_probe_graph(d: &dag::Dag, probe: &Arc<Probe>) -> (StaticGraph<u64>, Ve
     for (k, deps) in d.deps.iter().enumerate() {
         if deps.is_some() {
             let p = probe.clone();
-            ids[k] = Some(g.add_node(move |inp| {
-                p.compute(k, || dag::node_value(k as u64, 3, false, inp.values().copied()))
-            }));
+            ids[k] = Some(
+                g.add_node(move |inp| p.compute(k, || dag::node_value(k as u64, 3, false, inp.values().copied()))),
+            );
         }
     }
     for (k, deps) in d.deps.iter().enumerate() {
@@ -94,7 +94,10 @@ fn static_random_dags_exactly_once_in_edge_order() {
             probe.check(&d, false);
             let (gs, _) = dag::build_static(&d, 3, false);
             assert_eq!(out, gs.execute_serial().unwrap(), "seed {seed}");
-            assert_eq!(out[ids[0].unwrap()], *execute_serial(&dag::DagGraph { deps: Arc::new(d.deps.clone()), w: 3, par: false }, 0).unwrap().sink());
+            assert_eq!(
+                out[ids[0].unwrap()],
+                *execute_serial(&dag::DagGraph { deps: Arc::new(d.deps.clone()), w: 3, par: false }, 0).unwrap().sink()
+            );
         }
     }
 }

@@ -57,7 +57,10 @@ fn idle_runtime_uses_under_one_percent_of_a_core() {
         // if it kept sampling.
         let monitor_woke = monitor_switches().expect("the stall monitor runs by default") - monitor_before;
         eprintln!("{policy:?}: the stall monitor switched {monitor_woke} times in {window:?}");
-        assert!(monitor_woke <= 2, "{policy:?}: the stall monitor of an idle runtime switched {monitor_woke} times in {window:?}");
+        assert!(
+            monitor_woke <= 2,
+            "{policy:?}: the stall monitor of an idle runtime switched {monitor_woke} times in {window:?}"
+        );
         eprintln!("{policy:?}: idle runtime used {used:?} of CPU in {window:?}");
         assert!(used < window / 100, "{policy:?}: idle runtime used {used:?} in {window:?} (>= 1 % of a core)");
         rt.shutdown();

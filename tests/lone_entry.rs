@@ -21,7 +21,10 @@ const DEADLINE: Duration = Duration::from_secs(20);
 fn spin_until(flag: &AtomicBool, what: &str) {
     let t0 = Instant::now();
     while !flag.load(SeqCst) {
-        assert!(t0.elapsed() < DEADLINE, "{what}: the other fiber did not run within {DEADLINE:?} while this one computed");
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "{what}: the other fiber did not run within {DEADLINE:?} while this one computed"
+        );
         std::hint::spin_loop();
     }
 }
@@ -49,7 +52,10 @@ fn spawned_child_runs_while_its_spawner_computes() {
                 spin_until(&ran, &format!("{policy:?} round {round}"));
                 (fiber::current().unwrap().worker, h.join().unwrap())
             });
-            assert_ne!(worker.0, worker.1, "{policy:?}: the child ran on its spawner's worker although the spawner never suspended");
+            assert_ne!(
+                worker.0, worker.1,
+                "{policy:?}: the child ran on its spawner's worker although the spawner never suspended"
+            );
         }
     }
 }

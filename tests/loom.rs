@@ -61,8 +61,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use loom::thread;
 
 use numafiber::__loom::{
-    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel,
-    SelectWaiter, SlotModel, SpinLockModel,
+    FiberBody, FiberState, ForkJob, HandoffCell, HandoffQueue, IdleSet, JoinPacket, SelectModel, SelectWaiter,
+    SlotModel, SpinLockModel,
 };
 
 /// Run `f` under loom with at most `bound` preemptions; print how many
@@ -83,8 +83,7 @@ fn check(name: &str, bound: Option<usize>, f: impl Fn() + Sync + Send + 'static)
     eprintln!(
         "loom model {name}: {n} interleavings explored in {:.2?} (preemption bound {})",
         t0.elapsed(),
-        b.preemption_bound
-            .map_or("none".to_string(), |p| p.to_string())
+        b.preemption_bound.map_or("none".to_string(), |p| p.to_string())
     );
 }
 
@@ -192,11 +191,7 @@ impl Rt {
         Arc::new(Rt {
             idle: IdleSet::new(workers),
             queues: (0..workers)
-                .map(|_| WorkerQueues {
-                    slot: SlotModel::new(),
-                    deque: Queue::new(),
-                    inbox: Queue::new(),
-                })
+                .map(|_| WorkerQueues { slot: SlotModel::new(), deque: Queue::new(), inbox: Queue::new() })
                 .collect(),
             steals,
             slots,
@@ -320,11 +315,7 @@ impl Rt {
             return true;
         }
         self.steals
-            && self
-                .queues
-                .iter()
-                .enumerate()
-                .any(|(i, q)| i != me && (!q.deque.is_empty() || !q.inbox.is_empty()))
+            && self.queues.iter().enumerate().any(|(i, q)| i != me && (!q.deque.is_empty() || !q.inbox.is_empty()))
     }
 
     /// `WorkerLocal::steal`: count ourselves searching, try every victim.
@@ -335,11 +326,9 @@ impl Rt {
         self.idle.begin_search();
         let got = self.take_io()
             || self.queues.iter().enumerate().any(|(i, q)| {
-            i != me
-                && (q.deque.pop()
-                    || q.inbox.pop()
-                    || (self.slots && q.slot.steal().map(|it| it.run()).is_some()))
-        });
+                i != me
+                    && (q.deque.pop() || q.inbox.pop() || (self.slots && q.slot.steal().map(|it| it.run()).is_some()))
+            });
         self.idle.end_search();
         got
     }
@@ -556,22 +545,18 @@ fn remote_inbox() {
 /// its sleep: two claims race too, only one may win and count.
 #[test]
 fn remote_inbox_two_pushers() {
-    check(
-        "remote_inbox_two_pushers (1 worker, 2 foreign pushers)",
-        Some(3),
-        || {
-            let rt = Rt::new(1, false, 2);
-            let _ = rt.main.set(thread::current());
-            let workers = spawn_workers(&rt, 0);
-            let rt2 = rt.clone();
-            let mut workers = workers;
-            // Joined in `finish`, after the wait: loom does not support an
-            // `unpark` of a thread blocked in `JoinHandle::join`.
-            workers.push(thread::spawn(move || rt2.push_remote(0)));
-            rt.push_remote(0);
-            rt.finish(workers);
-        },
-    );
+    check("remote_inbox_two_pushers (1 worker, 2 foreign pushers)", Some(3), || {
+        let rt = Rt::new(1, false, 2);
+        let _ = rt.main.set(thread::current());
+        let workers = spawn_workers(&rt, 0);
+        let rt2 = rt.clone();
+        let mut workers = workers;
+        // Joined in `finish`, after the wait: loom does not support an
+        // `unpark` of a thread blocked in `JoinHandle::join`.
+        workers.push(thread::spawn(move || rt2.push_remote(0)));
+        rt.push_remote(0);
+        rt.finish(workers);
+    });
 }
 
 /// A foreign thread wakes a parked fiber (`Shared::wake`: the real
@@ -581,23 +566,19 @@ fn remote_inbox_two_pushers() {
 /// `transition_to_running`.
 #[test]
 fn remote_wake_of_parked_fiber() {
-    check(
-        "remote_wake_of_parked_fiber (2 workers, stealing)",
-        Some(3),
-        || {
-            let fiber = FiberState::new();
-            assert!(fiber.transition_to_running());
-            assert!(fiber.transition_to_parked());
-            let rt = Rt::new(2, true, 1);
-            let _ = rt.main.set(thread::current());
-            let workers = spawn_workers(&rt, 0);
-            if fiber.transition_to_notified() {
-                rt.push_remote(0);
-            }
-            rt.finish(workers);
-            assert!(fiber.transition_to_running(), "the woken fiber is QUEUED");
-        },
-    );
+    check("remote_wake_of_parked_fiber (2 workers, stealing)", Some(3), || {
+        let fiber = FiberState::new();
+        assert!(fiber.transition_to_running());
+        assert!(fiber.transition_to_parked());
+        let rt = Rt::new(2, true, 1);
+        let _ = rt.main.set(thread::current());
+        let workers = spawn_workers(&rt, 0);
+        if fiber.transition_to_notified() {
+            rt.push_remote(0);
+        }
+        rt.finish(workers);
+        assert!(fiber.transition_to_running(), "the woken fiber is QUEUED");
+    });
 }
 
 // ---------------------------------------------------------------------
@@ -749,11 +730,7 @@ fn park_token() {
         }
         waker.join().unwrap();
         let requeued = requeued.load(Relaxed);
-        assert_eq!(
-            went_on as usize + requeued,
-            1,
-            "went_on={went_on} requeued={requeued}"
-        );
+        assert_eq!(went_on as usize + requeued, 1, "went_on={went_on} requeued={requeued}");
         if requeued == 1 {
             // Popped by a worker: it must get the permission.
             assert!(fiber.transition_to_running());
@@ -789,11 +766,7 @@ fn park_token_two_wakers() {
             w.join().unwrap();
         }
         let requeued = requeued.load(Relaxed);
-        assert_eq!(
-            went_on as usize + requeued,
-            1,
-            "went_on={went_on} requeued={requeued}"
-        );
+        assert_eq!(went_on as usize + requeued, 1, "went_on={went_on} requeued={requeued}");
     });
 }
 
@@ -1035,14 +1008,8 @@ fn yield_keeps_token() {
         fiber.transition_to_queued_after_yield();
         assert!(fiber.transition_to_running());
         let waker_requeued = waker.join().unwrap();
-        assert!(
-            !waker_requeued,
-            "a running or queued fiber is never requeued by a waker"
-        );
-        assert!(
-            fiber.take_token(),
-            "the wake-up token was lost across a yield"
-        );
+        assert!(!waker_requeued, "a running or queued fiber is never requeued by a waker");
+        assert!(fiber.take_token(), "the wake-up token was lost across a yield");
     });
 }
 

@@ -17,12 +17,8 @@ fn gettid() -> i32 {
 /// A 2-worker stealing runtime and the map from each worker's Linux thread
 /// id to its index.
 fn runtime_and_tids() -> (Runtime, Arc<HashMap<i32, usize>>) {
-    let rt = Runtime::builder()
-        .workers(2)
-        .topology(Topology::uniform(1, 2))
-        .policy(Policy::RandomSteal)
-        .build()
-        .unwrap();
+    let rt =
+        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
     let tids: HashMap<i32, usize> = rt.stats().workers.iter().map(|w| (w.tid, w.worker)).collect();
     assert_eq!(tids.len(), 2);
     (rt, Arc::new(tids))
@@ -63,7 +59,11 @@ fn current_worker_follows_migrations() {
                     }
                     let info = fiber::current().unwrap();
                     let real = tids[&gettid()];
-                    assert_eq!(info.worker, real, "fiber::current() reports worker {} but runs on worker {real}", info.worker);
+                    assert_eq!(
+                        info.worker, real,
+                        "fiber::current() reports worker {} but runs on worker {real}",
+                        info.worker
+                    );
                     checks.fetch_add(1, Ordering::Relaxed);
                     if info.worker != last {
                         migrations.fetch_add(1, Ordering::Relaxed);

@@ -51,7 +51,12 @@ fn misuse_table() {
         (
             "more workers than PUs with strict pinning",
             Box::new(|| {
-                let e = Runtime::builder().workers(3).topology(Topology::uniform(1, 2)).strict_pinning(true).build().unwrap_err();
+                let e = Runtime::builder()
+                    .workers(3)
+                    .topology(Topology::uniform(1, 2))
+                    .strict_pinning(true)
+                    .build()
+                    .unwrap_err();
                 (format!("{:?}", e.kind()), e.to_string())
             }),
             "TooManyWorkers",
@@ -245,7 +250,8 @@ fn misuse_table() {
         (
             "a thread name with a NUL byte (item 16)",
             Box::new(|| {
-                let e = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).name("a\0b").build().unwrap_err();
+                let e =
+                    Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).name("a\0b").build().unwrap_err();
                 (format!("{:?}", e.kind()), e.to_string())
             }),
             "InvalidName",
@@ -875,7 +881,12 @@ fn spawn_until_shutdown(spinning: &AtomicBool) -> SpawnSaw {
                 r.store(true, SeqCst);
             }))
         }))
-        .map_err(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())?;
+        .map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })?;
         if !h.is_finished() || ran.load(SeqCst) {
             return Ok(None); // a fiber like any other (it may have run already)
         }

@@ -95,7 +95,11 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 /// From outside the runtime: a hog named `name` pinned to worker 1 that
 /// spins until `release` (or 20 s), and, once it runs, a fiber pinned to
 /// worker 1 behind it. Returns both handles.
-fn hog_with_pinned_fiber_behind(rt: &Runtime, name: &str, release: &Arc<AtomicBool>) -> (fiber::JoinHandle<()>, fiber::JoinHandle<()>) {
+fn hog_with_pinned_fiber_behind(
+    rt: &Runtime,
+    name: &str,
+    release: &Arc<AtomicBool>,
+) -> (fiber::JoinHandle<()>, fiber::JoinHandle<()>) {
     let started = Arc::new(AtomicBool::new(false));
     let (s, r) = (started.clone(), release.clone());
     let hog = fiber::Builder::new()
@@ -171,7 +175,10 @@ fn a_fiber_starved_behind_a_hog_is_reported() {
     assert!(matches!(r.cause(), StallCause::Starved { fibers } if fibers >= 1), "{r:?}");
     assert!(r.cause().is_stall());
     let text = r.to_string();
-    assert!(text.starts_with("numafiber: stall: ") && text.contains("\"hog\"") && text.contains("queued on that worker"), "{text}");
+    assert!(
+        text.starts_with("numafiber: stall: ") && text.contains("\"hog\"") && text.contains("queued on that worker"),
+        "{text}"
+    );
 }
 
 /// On one worker a sleeping fiber's timer behind a hog is overdue: a

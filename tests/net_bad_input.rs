@@ -156,5 +156,7 @@ fn bad_input_gives_std_errors_no_panic_no_fd_leak_no_parked_fiber() {
     let u = UdpSocket::bind("127.0.0.1:0").unwrap();
     u.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
     assert_eq!(u.recv_from(&mut [0u8; 4]).unwrap_err().kind(), ErrorKind::WouldBlock);
-    let _ = Write::flush(&mut &TcpStream::connect(TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()).unwrap());
+    let _ = Write::flush(
+        &mut &TcpStream::connect(TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()).unwrap(),
+    );
 }

@@ -18,8 +18,8 @@
 //! - not set, one node: the test FAILS with "not run: ..." (it was asked to
 //!   run where it cannot check anything).
 
-use numafiber::topology::{current_cpu, pin_current_thread};
 use numafiber::policy::{PolicyOptions, Scheduler};
+use numafiber::topology::{current_cpu, pin_current_thread};
 use numafiber::{fiber, Policy, Runtime, Topology};
 
 const ENV: &str = "NUMAFIBER_NUMA_VM";
@@ -40,9 +40,10 @@ fn mode(test: &str) -> Mode {
     let t = Topology::detect().expect("detect");
     match std::env::var(ENV) {
         Ok(v) => {
-            let n: usize = v.trim().parse().unwrap_or_else(|_| {
-                panic!("{ENV}={v:?}: expected the number of NUMA nodes, e.g. {ENV}=4")
-            });
+            let n: usize = v
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{ENV}={v:?}: expected the number of NUMA nodes, e.g. {ENV}=4"));
             // Requested in-VM mode on the wrong machine must fail, not pass.
             assert_eq!(
                 t.num_nodes(),
@@ -78,14 +79,7 @@ fn numa_vm_default_matrix(n: usize) -> Vec<Vec<u32>> {
 fn sysfs_nodes() -> Vec<usize> {
     let mut v: Vec<usize> = std::fs::read_dir("/sys/devices/system/node")
         .expect("read /sys/devices/system/node")
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_prefix("node")?
-                .parse()
-                .ok()
-        })
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())
         .collect();
     v.sort_unstable();
     v
@@ -95,9 +89,7 @@ fn sysfs_nodes() -> Vec<usize> {
 fn sysfs_distance_row(os: usize) -> Vec<u32> {
     let p = format!("/sys/devices/system/node/node{os}/distance");
     let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {p}: {e}"));
-    s.split_whitespace()
-        .map(|x| x.parse().unwrap_or_else(|_| panic!("{p}: bad value {x:?}")))
-        .collect()
+    s.split_whitespace().map(|x| x.parse().unwrap_or_else(|_| panic!("{p}: bad value {x:?}"))).collect()
 }
 
 /// CPUs of node `os` from its `cpulist` ("0-3,8,10-11").
@@ -116,10 +108,7 @@ fn sysfs_cpulist(os: usize) -> Vec<usize> {
 
 fn os_indexes(t: &Topology) -> Vec<usize> {
     (0..t.num_nodes())
-        .map(|i| {
-            t.node_os_index(i)
-                .unwrap_or_else(|| panic!("detected node {i} has no OS index"))
-        })
+        .map(|i| t.node_os_index(i).unwrap_or_else(|| panic!("detected node {i} has no OS index")))
         .collect()
 }
 
@@ -128,44 +117,19 @@ fn os_indexes(t: &Topology) -> Vec<usize> {
 fn detect_sees_every_numa_node() {
     let mode = mode("detect_sees_every_numa_node");
     let t = Topology::detect().expect("detect");
-    println!(
-        "detected: {} nodes, {} PUs, {:?}",
-        t.num_nodes(),
-        t.num_pus(),
-        t.nodes()
-    );
+    println!("detected: {} nodes, {} PUs, {:?}", t.num_nodes(), t.num_pus(), t.nodes());
     assert!(t.is_this_machine());
     let os = os_indexes(&t);
     // Every kernel node with CPUs is a topology node with the same CPUs.
-    let with_cpus: Vec<usize> = sysfs_nodes()
-        .into_iter()
-        .filter(|&n| !sysfs_cpulist(n).is_empty())
-        .collect();
-    assert_eq!(
-        os, with_cpus,
-        "topology nodes (by OS index) vs kernel nodes with CPUs"
-    );
+    let with_cpus: Vec<usize> = sysfs_nodes().into_iter().filter(|&n| !sysfs_cpulist(n).is_empty()).collect();
+    assert_eq!(os, with_cpus, "topology nodes (by OS index) vs kernel nodes with CPUs");
     for (i, &o) in os.iter().enumerate() {
-        assert_eq!(
-            t.nodes()[i].cpus,
-            sysfs_cpulist(o),
-            "cpus of node {i} (kernel node{o})"
-        );
+        assert_eq!(t.nodes()[i].cpus, sysfs_cpulist(o), "cpus of node {i} (kernel node{o})");
     }
     if let Mode::Vm(n) = mode {
-        assert_eq!(
-            t.num_nodes(),
-            n,
-            "{ENV}={n} but detect() saw {} nodes: {:?}",
-            t.num_nodes(),
-            t.nodes()
-        );
+        assert_eq!(t.num_nodes(), n, "{ENV}={n} but detect() saw {} nodes: {:?}", t.num_nodes(), t.nodes());
         for (i, node) in t.nodes().iter().enumerate() {
-            assert_eq!(
-                node.cpus,
-                vec![i],
-                "numa-vm puts CPU i on node i (1 CPU per node)"
-            );
+            assert_eq!(node.cpus, vec![i], "numa-vm puts CPU i on node i (1 CPU per node)");
         }
     }
 }
@@ -175,41 +139,21 @@ fn detect_sees_every_numa_node() {
 fn distance_matrix_equals_the_kernels() {
     let mode = mode("distance_matrix_equals_the_kernels");
     let t = Topology::detect().expect("detect");
-    println!(
-        "distances: {:?} (has matrix: {})",
-        t.distances(),
-        t.has_distance_matrix()
-    );
-    assert!(
-        t.has_distance_matrix(),
-        "multi-node kernel but no hwloc matrix: {}",
-        t.description()
-    );
+    println!("distances: {:?} (has matrix: {})", t.distances(), t.has_distance_matrix());
+    assert!(t.has_distance_matrix(), "multi-node kernel but no hwloc matrix: {}", t.description());
     assert_eq!(t.description(), "detected");
     let all = sysfs_nodes();
     let os = os_indexes(&t);
     for (a, &oa) in os.iter().enumerate() {
         let row = sysfs_distance_row(oa);
-        assert_eq!(
-            row.len(),
-            all.len(),
-            "node{oa}/distance has one entry per kernel node"
-        );
+        assert_eq!(row.len(), all.len(), "node{oa}/distance has one entry per kernel node");
         for (b, &ob) in os.iter().enumerate() {
             let col = all.iter().position(|&x| x == ob).unwrap();
-            assert_eq!(
-                t.distance(a, b),
-                row[col],
-                "distance({a},{b}) vs kernel node{oa} -> node{ob}"
-            );
+            assert_eq!(t.distance(a, b), row[col], "distance({a},{b}) vs kernel node{oa} -> node{ob}");
         }
     }
     if let Mode::Vm(n) = mode {
-        assert_eq!(
-            t.distances(),
-            numa_vm_default_matrix(n).as_slice(),
-            "numa-vm's 10/20/30 pattern"
-        );
+        assert_eq!(t.distances(), numa_vm_default_matrix(n).as_slice(), "numa-vm's 10/20/30 pattern");
         // Nearest first, ties by id: on the 10/20/30 line 0-1-2-3.
         if n == 4 {
             assert_eq!(t.nodes_by_distance(0), vec![1, 2, 3]);
@@ -249,11 +193,7 @@ fn pinning_a_thread_per_pu_lands_on_that_pu() {
             "worker on logical PU {} node {} cpu {}: sched_getcpu {:?}",
             slot.logical_pu, slot.node, slot.cpu, seen[0]
         );
-        assert!(
-            seen.iter().all(|&c| c == Some(slot.cpu)),
-            "pinned to {} but ran on {seen:?}",
-            slot.cpu
-        );
+        assert!(seen.iter().all(|&c| c == Some(slot.cpu)), "pinned to {} but ran on {seen:?}", slot.cpu);
         assert!(
             sysfs_cpulist(os[slot.node]).contains(&slot.cpu),
             "cpu {} is not on kernel node{} (slot node {})",

@@ -98,10 +98,15 @@ fn a_panicking_destructor_of_an_unstarted_fiber_is_contained_at_shutdown() {
     let mut hs = Vec::new();
     for _ in 0..3 {
         let b = Bomb(dropped.clone());
-        hs.push(fiber::Builder::new().worker(0).spawn_on(&rt, move || {
-            let _b = &b;
-            fiber::sleep(Duration::from_secs(3600));
-        }).unwrap());
+        hs.push(
+            fiber::Builder::new()
+                .worker(0)
+                .spawn_on(&rt, move || {
+                    let _b = &b;
+                    fiber::sleep(Duration::from_secs(3600));
+                })
+                .unwrap(),
+        );
     }
     drop(blocker);
     let prev = std::panic::take_hook();

@@ -66,7 +66,10 @@ fn numa_steal_takes_local_work_before_remote() {
         b.join().unwrap();
         let s = rt.stats();
         eprintln!("{policy:?}: local {} remote {} failed {}", s.local_steals, s.remote_steals, s.failed_steals);
-        assert_eq!(s.local_steals + s.remote_steals, s.nodes.iter().map(|n| n.local_steals + n.remote_steals).sum::<u64>());
+        assert_eq!(
+            s.local_steals + s.remote_steals,
+            s.nodes.iter().map(|n| n.local_steals + n.remote_steals).sum::<u64>()
+        );
         (s.local_steals, s.remote_steals)
     };
     // Three runs each, summed: single runs on two shared cores are noisy.

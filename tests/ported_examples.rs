@@ -9,10 +9,10 @@ mod exception_flow;
 mod fork_join_sum;
 #[path = "../examples/pipeline.rs"]
 mod pipeline;
-#[path = "../examples/repeated_when_any.rs"]
-mod repeated_when_any;
 #[path = "../examples/producer_consumer.rs"]
 mod producer_consumer;
+#[path = "../examples/repeated_when_any.rs"]
+mod repeated_when_any;
 #[path = "../examples/when_all.rs"]
 mod when_all;
 #[path = "../examples/when_any.rs"]
@@ -61,9 +61,15 @@ fn fork_join_sum_matches_serial() {
 
 #[test]
 fn pipeline_output() {
-    assert_eq!(pipeline::run(&rt(), 90, 4), "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n");
+    assert_eq!(
+        pipeline::run(&rt(), 90, 4),
+        "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n"
+    );
     // Rendezvous channels give the same answer.
-    assert_eq!(pipeline::run(&rt(), 90, 0), "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n");
+    assert_eq!(
+        pipeline::run(&rt(), 90, 0),
+        "generated 90 fibonacci numbers, 30 even, sum of even 889989708002357094\n"
+    );
 }
 
 #[test]

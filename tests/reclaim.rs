@@ -21,9 +21,14 @@ mod common;
 use common::occupy_worker1;
 
 fn rt(opts: PolicyOptions) -> Runtime {
-    Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::Nlh).policy_options(opts).build().expect("runtime")
+    Runtime::builder()
+        .workers(2)
+        .topology(Topology::uniform(1, 2))
+        .policy(Policy::Nlh)
+        .policy_options(opts)
+        .build()
+        .expect("runtime")
 }
-
 
 /// Run `f` in a fiber on worker 0 while worker 1 spins in a pinned fiber
 /// (so nothing placed there starts, and nothing is stolen from worker 0),
@@ -319,7 +324,13 @@ fn every_fiber_runs_once_while_reclaims_race_steals() {
     }
     for opts in [PolicyOptions::default(), PolicyOptions { decrement_workload: true, ..PolicyOptions::default() }] {
         for policy in [Policy::Nlh, Policy::RandomSteal] {
-            let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(policy).policy_options(opts).build().unwrap();
+            let rt = Runtime::builder()
+                .workers(2)
+                .topology(Topology::uniform(1, 2))
+                .policy(policy)
+                .policy_options(opts)
+                .build()
+                .unwrap();
             let reclaimed = AtomicU64::new(0);
             for _ in 0..20 {
                 let runs: Arc<Vec<AtomicU32>> = Arc::new((0..FIBERS).map(|_| AtomicU32::new(0)).collect());
@@ -328,7 +339,11 @@ fn every_fiber_runs_once_while_reclaims_race_steals() {
                 let sum = rt.block_on(move || tree(0, 0, r));
                 assert_eq!(sum, (FIBERS as u64 - 1) * FIBERS as u64 / 2, "{policy:?}");
                 let bad: Vec<usize> = (0..FIBERS).filter(|&i| runs[i].load(Relaxed) != 1).collect();
-                assert!(bad.is_empty(), "{policy:?}: fibers that did not run exactly once: {:?}", &bad[..bad.len().min(10)]);
+                assert!(
+                    bad.is_empty(),
+                    "{policy:?}: fibers that did not run exactly once: {:?}",
+                    &bad[..bad.len().min(10)]
+                );
                 let after = rt.stats();
                 assert_eq!(after.completed - before.completed, after.spawned - before.spawned, "{policy:?}");
                 let rec = |s: &numafiber::Stats| s.workers.iter().map(|w| w.reclaimed).sum::<u64>();

@@ -98,9 +98,7 @@ fn a_join_loop_suspends_once_and_children_start_in_spawn_order() {
         let resumes_before = rt.stats().workers[0].resumes;
         rt.block_on(move || {
             let l2 = l.clone();
-            fiber::spawn(move || spawn_and_join_in_order(&l2, n))
-            .join()
-            .expect("parent");
+            fiber::spawn(move || spawn_and_join_in_order(&l2, n)).join().expect("parent");
         });
         let mut want: Vec<usize> = (0..n).collect();
         want.push(100);

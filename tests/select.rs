@@ -168,11 +168,7 @@ fn send_and_recv_arms_rendezvous_with_plain_operations() {
             assert_eq!(r1.recv(), Ok(10)); // takes the select's send
             s2.send(20).unwrap(); // feeds the next select's receive
         };
-        let (h, f) = if thread_side {
-            (Some(std::thread::spawn(other)), None)
-        } else {
-            (None, Some(rt.spawn(other)))
-        };
+        let (h, f) = if thread_side { (Some(std::thread::spawn(other)), None) } else { (None, Some(rt.spawn(other))) };
         rt.block_on(move || {
             select! {
                 send(s1, 10) -> res => assert_eq!(res, Ok(())),

@@ -169,7 +169,9 @@ fn empty_select_parks_until_cancelled() {
     for workers in [1, 2] {
         within(20, &format!("select! {{}} and cancel, {workers} worker(s)"), move || {
             rt(workers).block_on(|| {
-                let h = fiber::spawn(|| -> u32 { select! {} });
+                let h = fiber::spawn(|| -> u32 {
+                    select! {}
+                });
                 fiber::sleep(Duration::from_millis(20));
                 assert!(!h.is_finished(), "select! {{}} returned");
                 h.cancel();

@@ -174,12 +174,8 @@ fn would_block_reads_stay_far_below_round_trips() {
 /// both arrive before the next poll and come in one event.
 #[test]
 fn a_short_read_before_the_peers_close_still_sees_end_of_file() {
-    let rt = Runtime::builder()
-        .workers(1)
-        .topology(Topology::uniform(1, 1))
-        .stall_threshold(None)
-        .build()
-        .expect("runtime");
+    let rt =
+        Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).stall_threshold(None).build().expect("runtime");
     let got = within(30, "read to end of file", move || {
         rt.block_on(|| -> std::io::Result<Vec<u8>> {
             use std::io::{Read, Write};
@@ -486,9 +482,8 @@ fn every_connection_progresses_under_load() {
             });
             // The client thread's join blocks: off the worker, which must
             // keep serving the connections meanwhile.
-            let counts = fiber::block_in_place(|| client.join())
-                .expect("client thread")
-                .map_err(|e| format!("client: {e}"))?;
+            let counts =
+                fiber::block_in_place(|| client.join()).expect("client thread").map_err(|e| format!("client: {e}"))?;
             sleeper.join().expect("sleeper");
             let echoed = server.join().expect("server fiber").map_err(|e| format!("server: {e}"))?;
             Ok((counts, echoed))
@@ -501,7 +496,9 @@ fn every_connection_progresses_under_load() {
     assert_eq!(echoed, sum, "the server echoed every message the client got back, and no more");
     counts.sort_unstable();
     let (worst, p1, median, best) = (counts[0], counts[CONNS / 100], counts[CONNS / 2], counts[CONNS - 1]);
-    eprintln!("round trips per connection: worst {worst}, 1st percentile {p1}, median {median}, best {best}, total {sum}");
+    eprintln!(
+        "round trips per connection: worst {worst}, 1st percentile {p1}, median {median}, best {best}, total {sum}"
+    );
     assert!(
         worst * 2 >= median,
         "a connection starved: it made {worst} round trips while the median one made {median}"

@@ -11,7 +11,9 @@ mod bench;
 mod cli;
 
 use numafiber::policy::{Scheduler, ThiefState};
-use numafiber::sim::{distances, simulate, CostModel, Decision, FiberSpec, MatrixParams, Op, SimConfig, SimResult, Work, Workload};
+use numafiber::sim::{
+    distances, simulate, CostModel, Decision, FiberSpec, MatrixParams, Op, SimConfig, SimResult, Work, Workload,
+};
 use numafiber::{Policy, PolicyOptions, Topology};
 
 /// The variants of thesis_bench: the six policies and the three switches.
@@ -29,7 +31,13 @@ fn epyc(nodes: usize, pus: usize) -> Topology {
 }
 
 fn small_matrix(imbalanced: bool) -> Workload {
-    Workload::matrix(&MatrixParams { mults: 24, thieves: 2, heavy_mults: 20, imbalanced, ..MatrixParams::for_size(100) })
+    Workload::matrix(&MatrixParams {
+        mults: 24,
+        thieves: 2,
+        heavy_mults: 20,
+        imbalanced,
+        ..MatrixParams::for_size(100)
+    })
 }
 
 fn workloads() -> Vec<Workload> {
@@ -133,7 +141,8 @@ fn policy_decisions_come_from_the_shared_scheduler() {
             let r = simulate(&topo, &cfg, &wl).unwrap();
             let calls = replay(&topo, &cfg, &r);
             let trace = r.trace.as_ref().unwrap();
-            let places = trace.iter().filter(|d| matches!(d, Decision::Place { .. } | Decision::PlaceNlh { .. })).count();
+            let places =
+                trace.iter().filter(|d| matches!(d, Decision::Place { .. } | Decision::PlaceNlh { .. })).count();
             let recorded = trace.iter().filter(|d| matches!(d, Decision::RecordPlacement { .. })).count();
             // Every spawn went through the scheduler, once.
             assert_eq!(places + recorded, wl.fibers().len(), "{name} on {}", wl.name());
@@ -182,7 +191,13 @@ fn stealing_beats_round_robin_on_the_imbalanced_matrix() {
     // A queue long enough that stealing has work to move: with the
     // measured 12 us wake-up (CostModel::default) 24 singles on 8 workers
     // finish behind the heavy fibers under every policy alike.
-    let wl = Workload::matrix(&MatrixParams { mults: 96, thieves: 2, heavy_mults: 20, imbalanced: true, ..MatrixParams::for_size(100) });
+    let wl = Workload::matrix(&MatrixParams {
+        mults: 96,
+        thieves: 2,
+        heavy_mults: 20,
+        imbalanced: true,
+        ..MatrixParams::for_size(100)
+    });
     let rr = simulate(&topo, &SimConfig::new(Policy::RoundRobin), &wl).unwrap();
     for p in [Policy::RandomSteal, Policy::NumaSteal, Policy::LoadSteal, Policy::HybridSteal, Policy::Nlh] {
         let r = simulate(&topo, &SimConfig::new(p), &wl).unwrap();
@@ -198,7 +213,8 @@ fn remote_memory_costs_what_the_distance_says() {
     let reader = FiberSpec::new(vec![Op::Compute(Work::new(1_000_000))]).inputs(vec![0]);
     let owner = FiberSpec::new(vec![Op::Compute(Work::new(1))]).footprint(1 << 20);
     // main: spawn owner (RR -> worker 0), await; spawn reader (RR -> worker 1).
-    let wl = Workload::new("remote", vec![Op::Spawn(0), Op::Await(0), Op::Spawn(1), Op::Await(1)], vec![owner, reader]).unwrap();
+    let wl = Workload::new("remote", vec![Op::Spawn(0), Op::Await(0), Op::Spawn(1), Op::Await(1)], vec![owner, reader])
+        .unwrap();
     let cost = |share: f64, topo: &Topology| {
         let c = CostModel { memory_share: share, jitter: 0.0, ..CostModel::default() };
         simulate(topo, &SimConfig::new(Policy::RoundRobin).cost(c), &wl).unwrap().remote_penalty_ns
@@ -214,7 +230,13 @@ fn remote_memory_costs_what_the_distance_says() {
 fn sixty_four_nodes_run_in_seconds() {
     let topo = Topology::uniform(64, 4).with_distances(distances::xeon_like(64)).unwrap();
     let wls = [
-        Workload::matrix(&MatrixParams { mults: 512, thieves: 16, heavy_mults: 20, imbalanced: true, ..MatrixParams::for_size(200) }),
+        Workload::matrix(&MatrixParams {
+            mults: 512,
+            thieves: 16,
+            heavy_mults: 20,
+            imbalanced: true,
+            ..MatrixParams::for_size(200)
+        }),
         Workload::fork_join(14, 5_000, 500, 512),
     ];
     for wl in &wls {
@@ -258,11 +280,12 @@ fn bad_workloads_are_rejected_and_deadlocks_reported() {
 fn simulate_cli_writes_thesis_bench_csv_and_figures() {
     let dir = std::env::temp_dir().join(format!("numafiber-sim-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let args: Vec<String> = ["--quick", "--runs", "2", "--topology", "uniform:4x2", "--distances", "epyc", "--sweep", "queue", "--out"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([dir.display().to_string()])
-        .collect();
+    let args: Vec<String> =
+        ["--quick", "--runs", "2", "--topology", "uniform:4x2", "--distances", "epyc", "--sweep", "queue", "--out"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([dir.display().to_string()])
+            .collect();
     cli::run_cli(&args).expect("simulate runs");
     let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
     let mut lines = summary.lines();

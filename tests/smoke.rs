@@ -7,12 +7,7 @@ use std::time::{Duration, Instant};
 use numafiber::{fiber, Policy, Runtime, Topology};
 
 fn rt(workers: usize, policy: Policy) -> Runtime {
-    Runtime::builder()
-        .workers(workers)
-        .topology(Topology::uniform(2, 1))
-        .policy(policy)
-        .build()
-        .expect("runtime")
+    Runtime::builder().workers(workers).topology(Topology::uniform(2, 1)).policy(policy).build().expect("runtime")
 }
 
 #[test]
@@ -214,10 +209,13 @@ fn join_borrows_and_nests() {
             return xs.iter().sum();
         }
         let (l, r) = xs.split_at(xs.len() / 2);
-        let (a, b) = fiber::join(|| sum(l), || {
-            fiber::yield_now(); // suspend inside a possibly stolen job
-            sum(r)
-        });
+        let (a, b) = fiber::join(
+            || sum(l),
+            || {
+                fiber::yield_now(); // suspend inside a possibly stolen job
+                sum(r)
+            },
+        );
         a + b
     }
     let total = rt.block_on(move || sum(&v));

@@ -293,7 +293,13 @@ fn lifecycle<S: Shape>() {
         if S::IN_TASK {
             assert_eq!(spawn_allocs.get(), 0, "{}: spawns that fit allocate nothing", S::NAME);
         } else {
-            assert!(spawn_allocs.get() >= spawns.get(), "{}: {} allocations in {} spawns", S::NAME, spawn_allocs.get(), spawns.get());
+            assert!(
+                spawn_allocs.get() >= spawns.get(),
+                "{}: {} allocations in {} spawns",
+                S::NAME,
+                spawn_allocs.get(),
+                spawns.get()
+            );
         }
     });
     drop(rt);

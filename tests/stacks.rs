@@ -133,7 +133,11 @@ fn million_on_an_event() {
     } else {
         wait_for(300, || format!("{} parked", parks(&rt)), || parks(&rt) >= 1_000);
         let u = fiber::stack_usage();
-        eprintln!("fallback: {} of {N} fibers parked, {} stacks mapped of a budget of {budget}", parks(&rt), u.guarded_stacks);
+        eprintln!(
+            "fallback: {} of {N} fibers parked, {} stacks mapped of a budget of {budget}",
+            parks(&rt),
+            u.guarded_stacks
+        );
         assert!(u.guarded_stacks <= budget);
     }
     let t1 = Instant::now();
@@ -347,9 +351,8 @@ fn small_slab_stack_overflow_names_the_fiber() {
 fn unguarded_huge_stack_size_is_a_typed_error() {
     #[allow(deprecated)]
     // SAFETY: no fiber runs on these stacks.
-    let rt = unsafe { Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).unguarded_stacks() }
-        .build()
-        .unwrap();
+    let rt =
+        unsafe { Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).unguarded_stacks() }.build().unwrap();
     for size in [(1usize << 58) + 1024, usize::MAX, usize::MAX - 1023] {
         let e = fiber::Builder::new().stack_size(size).spawn_on(&rt, || ()).unwrap_err();
         assert!(matches!(e.kind(), SpawnErrorKind::StackTooLarge { requested, .. } if *requested == size), "{e}");
@@ -358,7 +361,8 @@ fn unguarded_huge_stack_size_is_a_typed_error() {
     assert_eq!(rt.block_on(|| 7), 7, "the runtime is fine");
     #[allow(deprecated)]
     // SAFETY: never built.
-    let e = unsafe { Runtime::builder().workers(1).stack_size((1 << 58) + 1024).unguarded_stacks() }.build().unwrap_err();
+    let e =
+        unsafe { Runtime::builder().workers(1).stack_size((1 << 58) + 1024).unguarded_stacks() }.build().unwrap_err();
     assert!(matches!(e.kind(), BuildErrorKind::StackTooLarge { .. }), "{e}");
 }
 
@@ -396,7 +400,14 @@ fn pools_scenario() {
         }
         // Two bursts of 20,000 alive at once.
         for _ in 0..2 {
-            let hs: Vec<_> = (0..20_000).map(|i| fiber::spawn(move || { fiber::yield_now(); i })).collect();
+            let hs: Vec<_> = (0..20_000)
+                .map(|i| {
+                    fiber::spawn(move || {
+                        fiber::yield_now();
+                        i
+                    })
+                })
+                .collect();
             let sum: usize = hs.into_iter().map(fiber::await_fiber).sum();
             assert_eq!(sum, 20_000 * 19_999 / 2);
         }
@@ -404,9 +415,7 @@ fn pools_scenario() {
     });
     let u = fiber::stack_usage();
     let maps1 = map_count();
-    eprintln!(
-        "{sizes} distinct stack sizes one at a time + 2 bursts of 20,000: maps {maps0} -> {maps1}; {u:?}"
-    );
+    eprintln!("{sizes} distinct stack sizes one at a time + 2 bursts of 20,000: maps {maps0} -> {maps1}; {u:?}");
     assert!(u.guarded_stacks <= u.fallback_budget, "{u:?}");
     if u.guard_install {
         assert!(u.slabs < 500, "slabs stay few: {u:?}");

@@ -94,7 +94,8 @@ fn mutex_try_lock_and_is_locked() {
 fn mutex_fifo_hand_off_order() {
     // One worker, round-robin: fibers queue on the lock in spawn order and
     // must get it in that order, even though the holder relocks at once.
-    let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).policy(Policy::RoundRobin).build().unwrap();
+    let rt =
+        Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).policy(Policy::RoundRobin).build().unwrap();
     let (order, arrived) = rt.block_on(|| {
         let m = Arc::new(Mutex::new(Vec::new()));
         // Arrival order at the lock (one worker: logging and queueing
@@ -218,7 +219,8 @@ fn condvar_wait_timeout_notified_in_time() {
 
 #[test]
 fn condvar_notify_one_wakes_in_fifo_order() {
-    let rt = Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).policy(Policy::RoundRobin).build().unwrap();
+    let rt =
+        Runtime::builder().workers(1).topology(Topology::uniform(1, 1)).policy(Policy::RoundRobin).build().unwrap();
     let (order, arrived) = rt.block_on(|| {
         let st = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let arrived = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -778,9 +780,7 @@ fn strict_rt() -> Runtime {
 fn deadlock_report_names_fibers_of_a_lock_cycle() {
     let rt = strict_rt();
     let t = Instant::now();
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        rt.block_on(common::lock_cycle)
-    }));
+    let r = catch_unwind(AssertUnwindSafe(|| rt.block_on(common::lock_cycle)));
     let msg = panic_message(r.expect_err("block_on must report the deadlock"));
     assert!(msg.contains("all fibers are asleep - deadlock!"), "{msg}");
     assert!(msg.contains("\"left\" [Mutex lock"), "{msg}");
@@ -919,7 +919,8 @@ fn handoff_counted(cap: usize, close_by_receivers: bool) {
             (tx.clone(), marks.clone(), fates.clone(), timed_out.clone(), created.clone());
         let f = move || {
             for i in 0..PER {
-                let mut t = Tok { id: p * PER + i, fate: DROPPED_BY_CHANNEL, marks: marks.clone(), fates: fates.clone() };
+                let mut t =
+                    Tok { id: p * PER + i, fate: DROPPED_BY_CHANNEL, marks: marks.clone(), fates: fates.clone() };
                 created.fetch_add(1, SeqCst);
                 let mut k = 0u64;
                 loop {

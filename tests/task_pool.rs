@@ -47,11 +47,12 @@ fn spawn_join_on_one_worker_reuses_every_block_after_the_first() {
         let mut ids = Vec::with_capacity(N);
         for i in 0..N {
             let b = if i % 2 == 0 { fiber::Builder::new().name(format!("c{i}")) } else { fiber::Builder::new() };
-            let h = b.spawn(move || {
-                let me = fiber::current().unwrap();
-                (me.id, me.name)
-            })
-            .unwrap();
+            let h = b
+                .spawn(move || {
+                    let me = fiber::current().unwrap();
+                    (me.id, me.name)
+                })
+                .unwrap();
             let hid = h.id();
             let (id, name) = h.join().unwrap();
             assert_eq!(id, hid, "child {i}: the handle's id is the running fiber's");
@@ -181,7 +182,8 @@ fn tree_counts_every_fiber(workers: usize) {
         for (i, x) in runs.iter().enumerate() {
             assert_eq!(x.load(SeqCst), 1, "round {round}: fiber {i} ran {} times", x.load(SeqCst));
         }
-        let want_sum: u64 = (0..N).filter(|&i| !matches!(kind(i), Kind::Panics | Kind::Detached)).map(|i| i as u64).sum();
+        let want_sum: u64 =
+            (0..N).filter(|&i| !matches!(kind(i), Kind::Panics | Kind::Detached)).map(|i| i as u64).sum();
         assert_eq!(sum, want_sum, "round {round}");
         assert_eq!(panics, (0..N).filter(|&i| kind(i) == Kind::Panics).count(), "round {round}");
         let ids = ids.lock().unwrap();
@@ -205,7 +207,6 @@ fn tree_with_every_kind_of_fiber_counts_each_once_on_one_worker() {
 fn tree_with_every_kind_of_fiber_counts_each_once_on_two_workers() {
     tree_counts_every_fiber(2);
 }
-
 
 /// Reclaim with warm pools: a parent on worker 0 joins children placed on
 /// the busy worker 1, runs them itself, and their surplus entries stay in

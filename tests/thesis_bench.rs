@@ -22,21 +22,36 @@ fn smallest_run_writes_wellformed_csv_and_figures() {
     let dir = tmpdir("quick");
     let d = dir.to_str().unwrap();
     bench::run_cli(&args(&[
-        "--quick", "--runs", "1", "--sweep", "queue", "--topology", "uniform:2x1", "--size", "96", "--out", d,
+        "--quick",
+        "--runs",
+        "1",
+        "--sweep",
+        "queue",
+        "--topology",
+        "uniform:2x1",
+        "--size",
+        "96",
+        "--out",
+        d,
     ]))
     .expect("benchmark runs");
     let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
     let mut lines = summary.lines();
     let header = lines.next().unwrap();
     // The old columns first, unchanged, then the new ones.
-    assert!(header.starts_with("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals,"), "{header}");
+    assert!(
+        header.starts_with("scenario,param,value,policy,runs,median_s,cv,throughput,local_steals,remote_steals,"),
+        "{header}"
+    );
     let cols: Vec<&str> = header.split(',').collect();
-    let col = |name: &str| cols.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no column {name} in {header}"));
+    let col =
+        |name: &str| cols.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no column {name} in {header}"));
     let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_string).collect()).collect();
     assert!(!rows.is_empty());
     for r in &rows {
         assert_eq!(r.len(), cols.len(), "{r:?}");
-        let f = |name: &str| -> f64 { r[col(name)].parse().unwrap_or_else(|e| panic!("{name} {:?}: {e}", r[col(name)])) };
+        let f =
+            |name: &str| -> f64 { r[col(name)].parse().unwrap_or_else(|e| panic!("{name} {:?}: {e}", r[col(name)])) };
         // Intervals contain their point estimates; the unit makespan is
         // never below the best possible one.
         assert!(f("median_ci_low") <= f("median_s") && f("median_s") <= f("median_ci_high"), "{r:?}");
@@ -153,8 +168,20 @@ fn default_scenarios_print_a_verdict() {
     let dir = tmpdir("verdict");
     let d = dir.to_str().unwrap();
     let rep = bench::run_report(&args(&[
-        "--topology", "uniform:2x1", "--imbalanced", "--size", "48", "--heavy-mults", "20", "--runs", "3",
-        "--policy", "rr,numa,nlh", "--deterministic", "--out", d,
+        "--topology",
+        "uniform:2x1",
+        "--imbalanced",
+        "--size",
+        "48",
+        "--heavy-mults",
+        "20",
+        "--runs",
+        "3",
+        "--policy",
+        "rr,numa,nlh",
+        "--deterministic",
+        "--out",
+        d,
     ]))
     .expect("benchmark runs");
     let scen: Vec<&str> = rep.summaries.iter().map(|s| s.scenario.as_str()).collect();
@@ -168,7 +195,11 @@ fn default_scenarios_print_a_verdict() {
             assert_eq!(s.units_bound, 48);
         }
         if s.thieves > 0 {
-            assert!(s.runs.iter().all(|r| r.heavy_workers.len() == 2 && r.heavy_workers.iter().all(|&w| w < 2)), "{:?}", s.runs);
+            assert!(
+                s.runs.iter().all(|r| r.heavy_workers.len() == 2 && r.heavy_workers.iter().all(|&w| w < 2)),
+                "{:?}",
+                s.runs
+            );
         }
     }
     let v = rep.verdict.expect("a verdict");
@@ -182,7 +213,8 @@ fn default_scenarios_print_a_verdict() {
         assert!(v.line.contains(want), "{want} missing: {}", v.line);
     }
     // The same verdict in words: what was compared, which way is good, the thesis' figures.
-    for want in ["work units than round-robin", "38.88 %", "40.59 %", "coefficient of variation", "positive = smaller"] {
+    for want in ["work units than round-robin", "38.88 %", "40.59 %", "coefficient of variation", "positive = smaller"]
+    {
         assert!(v.words.contains(want), "{want} missing: {}", v.words);
     }
     assert!(["met", "missed", "cannot tell"].iter().any(|w| v.words.contains(w)), "{}", v.words);
@@ -200,7 +232,12 @@ fn default_scenarios_print_a_verdict() {
     assert!(rep.answer.contains("best possible schedule 48 units"), "{}", rep.answer);
     // The estimate came from a measured multiplication, not a constant.
     assert!(rep.work_cost.mult_s > 0.0 && rep.work_cost.mult_s.is_finite(), "{:?}", rep.work_cost);
-    assert!(rep.estimate_s > 0.0 && rep.estimate_s.is_finite() && rep.elapsed_s > 0.0, "{} {}", rep.estimate_s, rep.elapsed_s);
+    assert!(
+        rep.estimate_s > 0.0 && rep.estimate_s.is_finite() && rep.elapsed_s > 0.0,
+        "{} {}",
+        rep.estimate_s,
+        rep.elapsed_s
+    );
     let file = std::fs::read_to_string(dir.join("verdict.txt")).unwrap();
     assert_eq!(file.trim_end(), v.line);
     let cal = rep.calibration.expect("calibrated");

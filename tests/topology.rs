@@ -8,11 +8,7 @@ use numafiber::{Topology, TopologyError};
 
 /// Assert `r` failed with `kind` and its message mentions every `needles`.
 #[track_caller]
-fn assert_err<T: std::fmt::Debug>(
-    r: Result<T, TopologyError>,
-    kind: K,
-    needles: &[&str],
-) -> TopologyError {
+fn assert_err<T: std::fmt::Debug>(r: Result<T, TopologyError>, kind: K, needles: &[&str]) -> TopologyError {
     let e = r.expect_err("expected an error");
     assert_eq!(e.kind(), kind, "wrong kind for: {e}");
     let msg = e.to_string();
@@ -32,39 +28,21 @@ fn temp_path(name: &str) -> PathBuf {
 
 #[test]
 fn malformed_synthetic_is_a_typed_error() {
-    for bad in [
-        "pack:2 numa:1 core:banana",
-        "this is not hwloc",
-        "pu:0",
-        "",
-        "   ",
-    ] {
-        assert_err(
-            Topology::synthetic(bad),
-            K::InvalidSynthetic,
-            &["synthetic", "pack:2 numa:1 core:4 pu:1"],
-        );
+    for bad in ["pack:2 numa:1 core:banana", "this is not hwloc", "pu:0", "", "   "] {
+        assert_err(Topology::synthetic(bad), K::InvalidSynthetic, &["synthetic", "pack:2 numa:1 core:4 pu:1"]);
     }
 }
 
 #[test]
 fn huge_synthetic_is_refused_quickly() {
     let t0 = std::time::Instant::now();
-    assert_err(
-        Topology::synthetic("pack:70000 pu:70000"),
-        K::TooLarge,
-        &["4900000000 PUs", "smaller counts"],
-    );
+    assert_err(Topology::synthetic("pack:70000 pu:70000"), K::TooLarge, &["4900000000 PUs", "smaller counts"]);
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]
 fn synthetic_with_nul_is_a_typed_error() {
-    assert_err(
-        Topology::synthetic("pu:2\0"),
-        K::InvalidSynthetic,
-        &["e.g."],
-    );
+    assert_err(Topology::synthetic("pu:2\0"), K::InvalidSynthetic, &["e.g."]);
 }
 
 #[test]
@@ -79,26 +57,14 @@ fn missing_xml_file_is_a_typed_error() {
 
 #[test]
 fn xml_path_that_is_a_directory_is_a_typed_error() {
-    assert_err(
-        Topology::from_xml_file(std::env::temp_dir()),
-        K::XmlFileUnreadable,
-        &["directory"],
-    );
+    assert_err(Topology::from_xml_file(std::env::temp_dir()), K::XmlFileUnreadable, &["directory"]);
 }
 
 #[test]
 fn invalid_xml_is_a_typed_error() {
     let p = temp_path("garbage.xml");
-    std::fs::write(
-        &p,
-        "<?xml version=\"1.0\"?>\n<topology><object type=\"Banana\"",
-    )
-    .unwrap();
-    assert_err(
-        Topology::from_xml_file(&p),
-        K::InvalidXml,
-        &["hwloc XML export", "lstopo"],
-    );
+    std::fs::write(&p, "<?xml version=\"1.0\"?>\n<topology><object type=\"Banana\"").unwrap();
+    assert_err(Topology::from_xml_file(&p), K::InvalidXml, &["hwloc XML export", "lstopo"]);
     let p = temp_path("empty.xml");
     std::fs::write(&p, "").unwrap();
     assert_err(Topology::from_xml_file(&p), K::InvalidXml, &["lstopo"]);
@@ -166,11 +132,7 @@ fn wrong_shape_matrix_is_rejected() {
         K::DistanceShape,
         &["row 1", "2x2"],
     );
-    assert_err(
-        Topology::uniform(2, 1).with_distances(vec![]),
-        K::DistanceShape,
-        &["2x2"],
-    );
+    assert_err(Topology::uniform(2, 1).with_distances(vec![]), K::DistanceShape, &["2x2"]);
 }
 
 #[test]
@@ -199,11 +161,7 @@ fn diagonal_must_be_row_minimum() {
 #[test]
 fn asymmetric_matrix_names_the_entries() {
     let e = assert_err(
-        Topology::uniform(3, 1).with_distances(vec![
-            vec![10, 20, 30],
-            vec![20, 10, 20],
-            vec![31, 20, 10],
-        ]),
+        Topology::uniform(3, 1).with_distances(vec![vec![10, 20, 30], vec![20, 10, 20], vec![31, 20, 10]]),
         K::AsymmetricDistances,
         &["[0][2]=30 vs [2][0]=31", "equal"],
     );
@@ -212,62 +170,30 @@ fn asymmetric_matrix_names_the_entries() {
 
 #[test]
 fn zero_nodes_or_pus_is_invalid_not_a_panic() {
-    assert_err(
-        Topology::try_uniform(0, 4),
-        K::NoNodes,
-        &["at least 1 node"],
-    );
+    assert_err(Topology::try_uniform(0, 4), K::NoNodes, &["at least 1 node"]);
     assert_err(Topology::try_uniform(2, 0), K::NoPus, &["at least 1 PU"]);
     let t = Topology::uniform(0, 0);
     assert_eq!(t.num_nodes(), 0);
     assert_err(t.validate(), K::NoNodes, &["uniform:0x0"]);
     assert_err(t.plan_workers(1, false), K::NoNodes, &[]);
-    assert_err(
-        Topology::uniform(0, 1).with_distances(vec![]),
-        K::NoNodes,
-        &[],
-    );
+    assert_err(Topology::uniform(0, 1).with_distances(vec![]), K::NoNodes, &[]);
     assert!(t.nodes_by_distance(0).is_empty());
 }
 
 #[test]
 fn bad_specs_are_typed_errors() {
-    for bad in [
-        "",
-        "auto",
-        "uniform:2",
-        "uniform:ax2",
-        "uniform:2xb",
-        "numa:4",
-        "xml:",
-    ] {
-        assert_err(
-            Topology::parse(bad),
-            K::InvalidSpec,
-            &["uniform:NxP", "detect"],
-        );
+    for bad in ["", "auto", "uniform:2", "uniform:ax2", "uniform:2xb", "numa:4", "xml:"] {
+        assert_err(Topology::parse(bad), K::InvalidSpec, &["uniform:NxP", "detect"]);
     }
     assert_err(Topology::parse("uniform:0x2"), K::NoNodes, &[]);
     assert_err(Topology::parse("synthetic:nope"), K::InvalidSynthetic, &[]);
-    assert_err(
-        Topology::parse("xml:/no/such.xml"),
-        K::XmlFileUnreadable,
-        &[],
-    );
+    assert_err(Topology::parse("xml:/no/such.xml"), K::XmlFileUnreadable, &[]);
 }
 
 #[test]
 fn zero_workers_is_rejected() {
-    assert_err(
-        Topology::uniform(2, 2).plan_workers(0, false),
-        K::ZeroWorkers,
-        &["at least 1 worker", ".workers()"],
-    );
-    assert_err(
-        Topology::uniform(2, 2).plan_workers(0, true),
-        K::ZeroWorkers,
-        &[],
-    );
+    assert_err(Topology::uniform(2, 2).plan_workers(0, false), K::ZeroWorkers, &["at least 1 worker", ".workers()"]);
+    assert_err(Topology::uniform(2, 2).plan_workers(0, true), K::ZeroWorkers, &[]);
 }
 
 #[test]
@@ -275,12 +201,7 @@ fn strict_plan_rejects_more_workers_than_pus() {
     assert_err(
         Topology::uniform(2, 2).plan_workers(5, true),
         K::TooManyWorkers,
-        &[
-            "5 workers",
-            "only 4 processing units",
-            "at most 4",
-            "strict pinning off",
-        ],
+        &["5 workers", "only 4 processing units", "at most 4", "strict pinning off"],
     );
 }
 
@@ -302,10 +223,7 @@ fn uniform_layout_and_default_distances() {
     let cpus: Vec<Vec<usize>> = t.nodes().iter().map(|n| n.cpus.clone()).collect();
     assert_eq!(cpus, vec![vec![0, 1], vec![2, 3], vec![4, 5]]);
     assert!(t.nodes().iter().enumerate().all(|(i, n)| n.id == i));
-    assert_eq!(
-        t.distances(),
-        &[vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]
-    );
+    assert_eq!(t.distances(), &[vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]);
     assert!(!t.has_distance_matrix());
     assert!(!t.is_this_machine());
     assert_eq!(t.description(), "uniform:3x2");
@@ -332,12 +250,7 @@ fn distance_out_of_range_panics_like_indexing() {
 #[test]
 fn nodes_by_distance_orders_nearest_first_ties_by_id() {
     let t = Topology::uniform(4, 1)
-        .with_distances(vec![
-            vec![10, 30, 20, 20],
-            vec![30, 10, 20, 20],
-            vec![20, 20, 10, 30],
-            vec![20, 20, 30, 10],
-        ])
+        .with_distances(vec![vec![10, 30, 20, 20], vec![30, 10, 20, 20], vec![20, 20, 10, 30], vec![20, 20, 30, 10]])
         .unwrap();
     assert_eq!(t.nodes_by_distance(0), vec![2, 3, 1]);
     assert_eq!(t.nodes_by_distance(1), vec![2, 3, 0]);
@@ -374,17 +287,9 @@ fn synthetic_without_numa_level_has_one_node() {
 
 #[test]
 fn parse_accepts_every_form() {
-    assert_eq!(
-        Topology::parse("uniform:2x3").unwrap(),
-        Topology::uniform(2, 3)
-    );
+    assert_eq!(Topology::parse("uniform:2x3").unwrap(), Topology::uniform(2, 3));
     assert_eq!(Topology::parse(" uniform:2X3 ").unwrap().num_pus(), 6);
-    assert_eq!(
-        Topology::parse("synthetic:pack:2 numa:1 core:2 pu:1")
-            .unwrap()
-            .num_nodes(),
-        2
-    );
+    assert_eq!(Topology::parse("synthetic:pack:2 numa:1 core:2 pu:1").unwrap().num_nodes(), 2);
     assert!(Topology::parse("detect").unwrap().is_this_machine());
     let p = write_xml_with_distances("parse.xml");
     let t = Topology::parse(&format!("xml:{}", p.display())).unwrap();
@@ -398,32 +303,18 @@ fn write_xml_with_distances(name: &str) -> PathBuf {
     use hwlocality::object::distance::{AddDistancesFlags, DistancesKind};
     use hwlocality::object::types::ObjectType;
     use hwlocality::topology::export::xml::XMLExportFlags;
-    let mut hw = hwlocality::Topology::builder()
-        .from_synthetic("pack:2 numa:1 core:2 pu:1")
-        .unwrap()
-        .build()
-        .unwrap();
+    let mut hw = hwlocality::Topology::builder().from_synthetic("pack:2 numa:1 core:2 pu:1").unwrap().build().unwrap();
     hw.edit(|e| {
         e.add_distances(
             None,
             DistancesKind::FROM_USER | DistancesKind::MEANS_LATENCY,
             AddDistancesFlags::empty(),
-            |t| {
-                (
-                    t.objects_with_type(ObjectType::NUMANode)
-                        .map(Some)
-                        .collect(),
-                    vec![10, 21, 21, 10],
-                )
-            },
+            |t| (t.objects_with_type(ObjectType::NUMANode).map(Some).collect(), vec![10, 21, 21, 10]),
         )
         .unwrap()
     });
     let xml = hw.export_xml(XMLExportFlags::empty()).unwrap();
-    assert!(
-        xml.as_str().contains("distances2"),
-        "export lacks <distances2>"
-    );
+    assert!(xml.as_str().contains("distances2"), "export lacks <distances2>");
     let p = temp_path(name);
     std::fs::write(&p, xml.as_str()).unwrap();
     p
@@ -445,11 +336,7 @@ fn xml_round_trip_keeps_nodes_and_distance_matrix() {
 #[test]
 fn xml_without_distances_uses_default() {
     use hwlocality::topology::export::xml::XMLExportFlags;
-    let hw = hwlocality::Topology::builder()
-        .from_synthetic("pack:3 numa:1 pu:1")
-        .unwrap()
-        .build()
-        .unwrap();
+    let hw = hwlocality::Topology::builder().from_synthetic("pack:3 numa:1 pu:1").unwrap().build().unwrap();
     let p = temp_path("nodist.xml");
     std::fs::write(&p, hw.export_xml(XMLExportFlags::empty()).unwrap().as_str()).unwrap();
     let t = Topology::from_xml_file(&p).unwrap();
@@ -463,34 +350,19 @@ fn xml_with_asymmetric_matrix_is_rejected() {
     let p = write_xml_with_distances("asym-src.xml");
     let xml = std::fs::read_to_string(&p).unwrap();
     // The exported values are "10 21 21 10"; make [1][0] = 22.
-    assert!(
-        xml.contains("10 21 21 10"),
-        "unexpected export format:\n{xml}"
-    );
+    assert!(xml.contains("10 21 21 10"), "unexpected export format:\n{xml}");
     let p = temp_path("asym.xml");
     std::fs::write(&p, xml.replace("10 21 21 10", "10 21 22 10")).unwrap();
-    assert_err(
-        Topology::from_xml_file(&p),
-        K::InvalidXml,
-        &["[0][1]=21 vs [1][0]=22", "<distances2>"],
-    );
+    assert_err(Topology::from_xml_file(&p), K::InvalidXml, &["[0][1]=21 vs [1][0]=22", "<distances2>"]);
 }
 
 #[test]
 fn detect_sees_this_machine() {
     let t = Topology::detect().unwrap();
     assert!(t.is_this_machine());
-    assert!(
-        t.description().starts_with("detected"),
-        "{}",
-        t.description()
-    );
+    assert!(t.description().starts_with("detected"), "{}", t.description());
     t.validate().unwrap();
-    let mut all: Vec<usize> = t
-        .nodes()
-        .iter()
-        .flat_map(|n| n.cpus.iter().copied())
-        .collect();
+    let mut all: Vec<usize> = t.nodes().iter().flat_map(|n| n.cpus.iter().copied()).collect();
     all.sort_unstable();
     assert_eq!(all, real_cpus(), "detected PUs must be exactly real_cpus()");
     if t.num_nodes() == 1 {
@@ -520,10 +392,7 @@ fn plan_strict_maps_logical_pus_node_by_node() {
     }
     // Fewer workers than PUs: the first logical PUs, node 0 first.
     let plan = t.plan_workers(3, true).unwrap();
-    assert_eq!(
-        plan.iter().map(|s| s.node).collect::<Vec<_>>(),
-        vec![0, 0, 1]
-    );
+    assert_eq!(plan.iter().map(|s| s.node).collect::<Vec<_>>(), vec![0, 0, 1]);
 }
 
 #[test]
@@ -535,9 +404,7 @@ fn plan_non_strict_wraps_around_logical_pus() {
     let nodes: Vec<usize> = plan.iter().map(|s| s.node).collect();
     assert_eq!(nodes, vec![0, 1, 0, 1, 0]);
     let real = real_cpus();
-    assert!(plan
-        .iter()
-        .all(|s| s.cpu == real[s.logical_pu % real.len()]));
+    assert!(plan.iter().all(|s| s.cpu == real[s.logical_pu % real.len()]));
 }
 
 #[test]
@@ -545,20 +412,13 @@ fn plan_on_this_machine_uses_real_os_indexes() {
     let t = Topology::detect().unwrap();
     let n = t.num_pus();
     let plan = t.plan_workers(n, true).unwrap();
-    let expect: Vec<(usize, usize)> = t
-        .nodes()
-        .iter()
-        .flat_map(|nd| nd.cpus.iter().map(move |&c| (nd.id, c)))
-        .collect();
+    let expect: Vec<(usize, usize)> =
+        t.nodes().iter().flat_map(|nd| nd.cpus.iter().map(move |&c| (nd.id, c))).collect();
     for (i, s) in plan.iter().enumerate() {
         assert_eq!(s.logical_pu, i);
         assert_eq!((s.node, s.cpu), expect[i]);
     }
-    assert_err(
-        t.plan_workers(n + 1, true),
-        K::TooManyWorkers,
-        &[&format!("only {n} processing units")],
-    );
+    assert_err(t.plan_workers(n + 1, true), K::TooManyWorkers, &[&format!("only {n} processing units")]);
     assert_eq!(t.plan_workers(n + 1, false).unwrap()[n].cpu, expect[0].1);
 }
 
@@ -579,18 +439,9 @@ fn pinning_moves_the_thread_to_that_cpu() {
 #[test]
 fn pinning_to_a_missing_cpu_says_so() {
     let bogus = real_cpus().last().unwrap() + 1000;
-    let err = std::thread::spawn(move || pin_current_thread(bogus))
-        .join()
-        .unwrap()
-        .unwrap_err();
-    assert!(
-        err.contains(&bogus.to_string()) && err.contains("real_cpus"),
-        "{err}"
-    );
+    let err = std::thread::spawn(move || pin_current_thread(bogus)).join().unwrap().unwrap_err();
+    assert!(err.contains(&bogus.to_string()) && err.contains("real_cpus"), "{err}");
     // Beyond hwloc's bitmap range (c_int::MAX): still an error, not a panic.
-    let err = std::thread::spawn(|| pin_current_thread(usize::MAX))
-        .join()
-        .unwrap()
-        .unwrap_err();
+    let err = std::thread::spawn(|| pin_current_thread(usize::MAX)).join().unwrap().unwrap_err();
     assert!(err.contains("not a PU of this machine"), "{err}");
 }

@@ -124,7 +124,8 @@ fn a_fiber_has_a_span_entered_while_it_runs_with_park_and_resume_events() {
     assert_eq!(fields["spawn.line"], spawn_line.to_string(), "{fields:?}");
     let events = rec.events.lock().unwrap();
     let mine: Vec<&Fields> = events.iter().filter(|(s, _)| *s == Some(span)).map(|(_, f)| f).collect();
-    let park = mine.iter().find(|f| f["message"] == "park").unwrap_or_else(|| panic!("no park event in the span: {mine:?}"));
+    let park =
+        mine.iter().find(|f| f["message"] == "park").unwrap_or_else(|| panic!("no park event in the span: {mine:?}"));
     assert!(park["wait"].contains("Event wait"), "{park:?}");
     assert_eq!(park["wait.line"], spawn_line.to_string(), "{park:?}");
     assert!(mine.iter().any(|f| f["message"] == "resume"), "no resume event in the span: {mine:?}");

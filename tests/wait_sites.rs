@@ -41,10 +41,8 @@ impl<'a> Sites<'a> {
         let t = Instant::now();
         let d = loop {
             let d = self.rt.dump();
-            let parked = self
-                .lines
-                .keys()
-                .all(|n| d.fibers().any(|f| f.name() == Some(*n) && f.state() == FiberState::Parked));
+            let parked =
+                self.lines.keys().all(|n| d.fibers().any(|f| f.name() == Some(*n) && f.state() == FiberState::Parked));
             if parked {
                 break d;
             }
@@ -220,8 +218,12 @@ fn fiber_waits_name_the_callers_line() {
     s.spawn("scope", move || fiber::scope(|sc| ignore(sc.spawn(|| e.wait()))));
     s.spawn("sleep", || fiber::sleep(LONG));
     s.spawn("sleep_until", || fiber::sleep_until(Instant::now() + LONG));
-    s.spawn("park", || loop { fiber::park() });
-    s.spawn("park_timeout", || loop { fiber::park_timeout(LONG) });
+    s.spawn("park", || loop {
+        fiber::park()
+    });
+    s.spawn("park_timeout", || loop {
+        fiber::park_timeout(LONG)
+    });
     s.spawn("block_on_future", || fiber::block_on_future(std::future::pending::<()>()));
     s.check();
     drop(rt);

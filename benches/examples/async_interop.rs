@@ -26,7 +26,8 @@ use numafiber::{fiber, Runtime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn main() {
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("tokio runtime");
+    let tokio_rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("tokio runtime");
     let th = tokio_rt.handle().clone();
     let rt = Runtime::builder().workers(2).build().expect("numafiber runtime");
     let nf = rt.handle();

@@ -194,9 +194,8 @@ fn minihttp(addr: &str, workers: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = || -> ! {
-        fail("usage: io_peers tokio-echo|tokio-http|hyper-http|may-echo|may-http|minihttp ADDR WORKERS")
-    };
+    let usage =
+        || -> ! { fail("usage: io_peers tokio-echo|tokio-http|hyper-http|may-echo|may-http|minihttp ADDR WORKERS") };
     let (Some(kind), Some(addr), Some(w)) = (args.get(1), args.get(2), args.get(3)) else { usage() };
     let workers = match w.parse::<usize>() {
         Ok(n) if n > 0 => n,

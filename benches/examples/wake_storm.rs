@@ -116,7 +116,8 @@ fn measure(a: &Args, wait: &dyn Fn(Duration)) {
     );
 }
 
-const USAGE: &str = "usage: wake_storm sleep|barrier numafiber|numafiber_slack1ms|tokio|may WORKERS FIBERS PERIOD_MS SECS";
+const USAGE: &str =
+    "usage: wake_storm sleep|barrier numafiber|numafiber_slack1ms|tokio|may WORKERS FIBERS PERIOD_MS SECS";
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("wake_storm: {msg}");

@@ -45,8 +45,9 @@ impl Problem {
         let mut st = seed;
         let a = (0..n).map(|_| (splitmix(&mut st) % 4) as u8).collect();
         let b = (0..n).map(|_| (splitmix(&mut st) % 4) as u8).collect();
-        let gamma: Vec<i32> =
-            (0..=n).map(|z| -(3 + (usize::BITS - z.leading_zeros()) as i32 + (z / 16) as i32 + (splitmix(&mut st) % 3) as i32)).collect();
+        let gamma: Vec<i32> = (0..=n)
+            .map(|z| -(3 + (usize::BITS - z.leading_zeros()) as i32 + (z / 16) as i32 + (splitmix(&mut st) % 3) as i32))
+            .collect();
         let grev = (0..=n).map(|x| gamma[n - x]).collect();
         Problem { n, a, b, gamma, grev }
     }
@@ -106,7 +107,13 @@ pub struct Blocks {
 impl Blocks {
     pub fn new(n: usize, b: usize) -> Blocks {
         let nb = n.div_ceil(b);
-        Blocks { n, b, nb, rows: (0..nb * nb).map(|_| OnceLock::new()).collect(), cols: (0..nb * nb).map(|_| OnceLock::new()).collect() }
+        Blocks {
+            n,
+            b,
+            nb,
+            rows: (0..nb * nb).map(|_| OnceLock::new()).collect(),
+            cols: (0..nb * nb).map(|_| OnceLock::new()).collect(),
+        }
     }
     fn dim(&self, bi: usize) -> usize {
         self.b.min(self.n - bi * self.b)

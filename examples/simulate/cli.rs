@@ -13,12 +13,14 @@ use numafiber::{StealChunk, Topology};
 
 use crate::bench::{self, parse_num, usage, CliError, RunResult, Summary, Variant};
 
-pub const USAGE_LINE: &str = "usage: simulate [--policy all|NAME[,NAME..]] [--topology uniform:NxP|synthetic:DESC|xml:PATH] \
+pub const USAGE_LINE: &str =
+    "usage: simulate [--policy all|NAME[,NAME..]] [--topology uniform:NxP|synthetic:DESC|xml:PATH] \
 [--distances keep|epyc|xeon] [--workers N] [--workload matrix|fib|dag|producer] [--mults N] [--thieves N] [--size N] \
 [--heavy-mults N] [--fib N] [--tasks N] [--items N] [--memory-share F] [--chunk half|N] [--runs N] \
 [--imbalanced|--balanced|--both] [--sweep none|queue|heavy|workers|nodes|memory|all] [--out DIR] [--quick] [--help]";
 
-pub const USAGE: &str = "simulate: the thesis' schedulers on a simulated machine (numafiber::sim), reported like thesis_bench
+pub const USAGE: &str =
+    "simulate: the thesis' schedulers on a simulated machine (numafiber::sim), reported like thesis_bench
 
 Every placement and steal decision is made by numafiber's own policy code (policy::Scheduler);
 time, queues, parking and memory distance are simulated. Same seed, same result.
@@ -50,7 +52,6 @@ options:
   --out DIR         write summary.csv, runs.csv and one SVG per figure into DIR
   --quick           short sweeps and small sizes, for CI
 ";
-
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -134,7 +135,6 @@ struct Settings {
     out: Option<PathBuf>,
     quick: bool,
 }
-
 
 /// The topology of `spec` with the distance preset `dist` applied.
 pub fn build_topology(spec: &str, dist: &str) -> Result<Topology, CliError> {
@@ -243,7 +243,9 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
                     Some("memory") => vec![Sweep::Memory],
                     Some("all") => vec![Sweep::Queue, Sweep::Heavy, Sweep::Workers, Sweep::Nodes, Sweep::Memory],
                     Some(o) => {
-                        return usage(format!("unknown sweep `{o}`: use none, queue, heavy, workers, nodes, memory or all"))
+                        return usage(format!(
+                            "unknown sweep `{o}`: use none, queue, heavy, workers, nodes, memory or all"
+                        ))
                     }
                     None => return usage("--sweep needs a value"),
                 }
@@ -318,11 +320,17 @@ pub fn workload(p: &Point, imbalanced: bool) -> Workload {
 /// Simulate one variant at one point with seed `seed`.
 pub fn run_once(topo: &Topology, v: &Variant, p: &Point, wl: &Workload, seed: u64) -> Result<RunResult, String> {
     let cost = CostModel { memory_share: p.memory_share, ..CostModel::default() };
-    let cfg = SimConfig { chunk: p.chunk, workers: p.workers, ..SimConfig::new(v.policy).options(v.opts).seed(seed).cost(cost) };
+    let cfg = SimConfig {
+        chunk: p.chunk,
+        workers: p.workers,
+        ..SimConfig::new(v.policy).options(v.opts).seed(seed).cost(cost)
+    };
     let r = simulate(topo, &cfg, wl).map_err(|e| e.to_string())?;
     // Work units as thesis_bench counts them (matrix workload only).
     let units = match p.kind {
-        Kind::Matrix => r.workers.iter().map(|w| (w.nominal_ns as f64 / p.matrix.mult_ns.max(1) as f64).round() as u64).collect(),
+        Kind::Matrix => {
+            r.workers.iter().map(|w| (w.nominal_ns as f64 / p.matrix.mult_ns.max(1) as f64).round() as u64).collect()
+        }
         _ => Vec::new(),
     };
     Ok(RunResult {
@@ -377,7 +385,8 @@ fn sweep_values(sw: Sweep, s: &Settings) -> Vec<usize> {
         Sweep::Heavy => vec![1, 2, 4, 8, 16, 32, 64, 128],
         Sweep::Workers => {
             let max = s.topology.num_pus().max(1);
-            let mut v: Vec<usize> = std::iter::successors(Some(1usize), |x| Some(x * 2)).take_while(|&x| x <= max).collect();
+            let mut v: Vec<usize> =
+                std::iter::successors(Some(1usize), |x| Some(x * 2)).take_while(|&x| x <= max).collect();
             if v.last() != Some(&max) {
                 v.push(max);
             }

@@ -53,11 +53,13 @@ use numafiber::sim::{simulate, CostModel, MatrixParams, SimConfig, Workload};
 use numafiber::sync::Event;
 use numafiber::{fiber, Policy, PolicyOptions, Runtime, Topology};
 
-pub const USAGE_LINE: &str = "usage: thesis_bench [--policy all|NAME[,NAME..]] [--topology auto|detect|uniform:NxP|synthetic:DESC|xml:PATH] \
+pub const USAGE_LINE: &str =
+    "usage: thesis_bench [--policy all|NAME[,NAME..]] [--topology auto|detect|uniform:NxP|synthetic:DESC|xml:PATH] \
 [--workers N] [--mults N] [--thieves N] [--size N] [--heavy-mults N] [--runs N] [--imbalanced|--balanced|--both] \
 [--deterministic] [--no-sim] [--sweep none|queue|heavy|workers|all] [--out DIR] [--verbose] [--quick] [--help]";
 
-pub const USAGE: &str = "thesis_bench: the thesis' scheduler benchmark (section 5.1) on this machine or a described topology
+pub const USAGE: &str =
+    "thesis_bench: the thesis' scheduler benchmark (section 5.1) on this machine or a described topology
 
 Without --mults/--thieves/--sweep it runs the default scenarios, where stealing matters
 (long queues, with and without thieves), and prints a short answer: per policy its work
@@ -134,8 +136,16 @@ pub fn all_variants() -> Vec<Variant> {
     .into_iter()
     .map(|(name, policy)| Variant { name, policy, opts: thesis })
     .collect();
-    v.push(Variant { name: "nlh+decrement", policy: Policy::Nlh, opts: PolicyOptions { decrement_workload: true, ..thesis } });
-    v.push(Variant { name: "nlh+cpu-node", policy: Policy::Nlh, opts: PolicyOptions { spawner_node_from_cpu: true, ..thesis } });
+    v.push(Variant {
+        name: "nlh+decrement",
+        policy: Policy::Nlh,
+        opts: PolicyOptions { decrement_workload: true, ..thesis },
+    });
+    v.push(Variant {
+        name: "nlh+cpu-node",
+        policy: Policy::Nlh,
+        opts: PolicyOptions { spawner_node_from_cpu: true, ..thesis },
+    });
     v.push(Variant { name: "nlh+work-first", policy: Policy::Nlh, opts: PolicyOptions { work_first: true, ..thesis } });
     v
 }
@@ -257,8 +267,15 @@ fn auto_topology() -> Result<(Topology, Option<String>), String> {
 }
 
 fn parse_args(args: &[String]) -> Result<Settings, CliError> {
-    let mut base =
-        Params { size: 160, heavy_mults: 100, mults: 32, thieves: 2, workers: None, imbalanced: false, deterministic: false };
+    let mut base = Params {
+        size: 160,
+        heavy_mults: 100,
+        mults: 32,
+        thieves: 2,
+        workers: None,
+        imbalanced: false,
+        deterministic: false,
+    };
     let mut runs = 10;
     let mut variants = all_variants();
     let mut topo_spec = "auto".to_string();
@@ -307,7 +324,9 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
                     Some("heavy") => vec![Sweep::Heavy],
                     Some("workers") => vec![Sweep::Workers],
                     Some("all") => vec![Sweep::Queue, Sweep::Heavy, Sweep::Workers],
-                    Some(other) => return usage(format!("unknown sweep `{other}`: use none, queue, heavy, workers or all")),
+                    Some(other) => {
+                        return usage(format!("unknown sweep `{other}`: use none, queue, heavy, workers or all"))
+                    }
                     None => return usage("--sweep needs a value"),
                 }
             }
@@ -363,7 +382,20 @@ fn parse_args(args: &[String]) -> Result<Settings, CliError> {
         // bound): the default scenarios are the imbalanced ones.
         balance = vec![true];
     }
-    Ok(Settings { base, runs, variants, topology, topology_note, balance, sweeps, default_scenarios, sim, out, quick, verbose })
+    Ok(Settings {
+        base,
+        runs,
+        variants,
+        topology,
+        topology_note,
+        balance,
+        sweeps,
+        default_scenarios,
+        sim,
+        out,
+        quick,
+        verbose,
+    })
 }
 
 pub fn check_writable(dir: &Path) -> Result<(), CliError> {
@@ -482,11 +514,8 @@ pub fn build_runtime(topology: &Topology, v: &Variant, workers: Option<usize>) -
     // milliseconds by design, and the policies are measured as the thesis
     // defines them: no stall monitor (its reports and its hand-over of a
     // held worker's queue to idle workers would change what is measured).
-    let mut b = Runtime::builder()
-        .topology(topology.clone())
-        .policy(v.policy)
-        .policy_options(v.opts)
-        .stall_threshold(None);
+    let mut b =
+        Runtime::builder().topology(topology.clone()).policy(v.policy).policy_options(v.opts).stall_threshold(None);
     if let Some(w) = workers {
         b = b.workers(w);
     }
@@ -643,7 +672,13 @@ pub fn calibrate(topology: &Topology, workers: Option<usize>, size: usize) -> Re
 
 /// The simulator on the same configuration: per seed, the unit makespan
 /// (nominal work / one multiplication's cost) and the steals.
-pub fn simulate_units(topology: &Topology, v: &Variant, p: Params, cal: &Calibration, runs: usize) -> Result<Vec<RunResult>, String> {
+pub fn simulate_units(
+    topology: &Topology,
+    v: &Variant,
+    p: Params,
+    cal: &Calibration,
+    runs: usize,
+) -> Result<Vec<RunResult>, String> {
     let mp = MatrixParams {
         mults: p.mults,
         thieves: p.thieves,
@@ -656,7 +691,8 @@ pub fn simulate_units(topology: &Topology, v: &Variant, p: Params, cal: &Calibra
     let cost = CostModel { wake_ns: cal.wake_ns, spawn_ns: cal.spawn_ns, ..CostModel::default() };
     (1..=runs as u64)
         .map(|seed| {
-            let cfg = SimConfig { workers: p.workers, ..SimConfig::new(v.policy).options(v.opts).seed(seed).cost(cost) };
+            let cfg =
+                SimConfig { workers: p.workers, ..SimConfig::new(v.policy).options(v.opts).seed(seed).cost(cost) };
             let r = simulate(topology, &cfg, &wl).map_err(|e| e.to_string())?;
             Ok(RunResult {
                 secs: r.makespan_s(),
@@ -844,7 +880,13 @@ pub struct Summary {
     pub thieves: usize,
 }
 
-pub fn summarize(scenario: &str, param: &'static str, value: usize, variant: &'static str, runs: Vec<RunResult>) -> Summary {
+pub fn summarize(
+    scenario: &str,
+    param: &'static str,
+    value: usize,
+    variant: &'static str,
+    runs: Vec<RunResult>,
+) -> Summary {
     let t: Vec<f64> = runs.iter().map(|r| r.secs).collect();
     let (lo, hi, coverage) = median_ci(&t);
     let median_s = median_f(&mut t.clone());
@@ -922,8 +964,20 @@ pub fn print_table(rows: &[Summary]) {
     );
     println!(
         "  {:<15} {:>8} {:>19} {:>6} {:>13} {:>7} {:>13} {:>6} {:>9} {:>9} {:>6} {:>6} {:>7} {:>7}",
-        "policy", "median s", "median interval", "cv %", "cv interval", "units", "units intvl", "bound", "wall/rr", "units/rr",
-        "local", "remote", "remote%", "cpu s"
+        "policy",
+        "median s",
+        "median interval",
+        "cv %",
+        "cv interval",
+        "units",
+        "units intvl",
+        "bound",
+        "wall/rr",
+        "units/rr",
+        "local",
+        "remote",
+        "remote%",
+        "cpu s"
     );
     for r in rows {
         let (vs_wall, vs_units) = match rr {
@@ -1068,7 +1122,11 @@ pub fn answer_table(rows: &[Summary], what: &str) -> String {
         first.units_bound,
         first.runs.len()
     );
-    let _ = writeln!(out, "  {:<15} {:>10}  {:<32} {:>8}  against round-robin", "policy", "work units", "against round-robin", "wall s");
+    let _ = writeln!(
+        out,
+        "  {:<15} {:>10}  {:<32} {:>8}  against round-robin",
+        "policy", "work units", "against round-robin", "wall s"
+    );
     for r in rows {
         let (u, w) = match rr {
             Some(rr) if r.variant != "rr" => (
@@ -1079,7 +1137,13 @@ pub fn answer_table(rows: &[Summary], what: &str) -> String {
                     "more",
                     Compared::of(rr.units_makespan, rr.units_ci, r.units_makespan, r.units_ci),
                 ),
-                against_rr(rr.median_s, r.median_s, "less", "more", Compared::of(rr.median_s, rr.median_ci, r.median_s, r.median_ci)),
+                against_rr(
+                    rr.median_s,
+                    r.median_s,
+                    "less",
+                    "more",
+                    Compared::of(rr.median_s, rr.median_ci, r.median_s, r.median_ci),
+                ),
             ),
             Some(_) => ("(the baseline)".to_string(), "(the baseline)".to_string()),
             None => ("-".to_string(), "-".to_string()),
@@ -1104,7 +1168,8 @@ pub fn heavy_placement(r: &Summary) -> String {
     seen.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     seen.iter()
         .map(|(k, c)| {
-            let ws: Vec<String> = k.iter().map(|w| if *w == usize::MAX { "?".into() } else { format!("w{w}") }).collect();
+            let ws: Vec<String> =
+                k.iter().map(|w| if *w == usize::MAX { "?".into() } else { format!("w{w}") }).collect();
             format!("{} x{c}", ws.join("+"))
         })
         .collect::<Vec<_>>()
@@ -1147,7 +1212,8 @@ pub fn verdict(all: &[Summary]) -> Option<Verdict> {
     let mut points: Vec<Point> = Vec::new();
     for rr in all.iter().filter(|r| r.variant == "rr") {
         let same = |r: &&Summary| r.scenario == rr.scenario && r.value == rr.value;
-        let stealers: Vec<&Summary> = all.iter().filter(same).filter(|r| THESIS_STEALERS.contains(&r.variant)).collect();
+        let stealers: Vec<&Summary> =
+            all.iter().filter(same).filter(|r| THESIS_STEALERS.contains(&r.variant)).collect();
         let nlh = all.iter().filter(same).find(|r| r.variant == "nlh");
         if !stealers.is_empty() {
             points.push((rr, stealers, nlh));
@@ -1181,10 +1247,7 @@ pub fn verdict(all: &[Summary]) -> Option<Verdict> {
     let mut rng = SplitMix(BOOTSTRAP_SEED);
     let mut buf = Vec::new();
     let (mut ru, mut rw, mut rc) = (Vec::new(), Vec::new(), Vec::new());
-    let series: Vec<(Vec<f64>, Vec<f64>)> = points
-        .iter()
-        .map(|(rr, _, _)| (units(rr), secs(rr)))
-        .collect();
+    let series: Vec<(Vec<f64>, Vec<f64>)> = points.iter().map(|(rr, _, _)| (units(rr), secs(rr))).collect();
     for _ in 0..BOOTSTRAP_REPS {
         let (mut gu, mut gw, mut n) = (0.0, 0.0, 0usize);
         for ((_, st, _), (rru, rrw)) in points.iter().zip(&series) {
@@ -1253,7 +1316,8 @@ pub fn verdict(all: &[Summary]) -> Option<Verdict> {
         }
         None => line.push_str("; nlh CV vs rr: not measured (needs nlh and rr with a nonzero CV)"),
     }
-    let words = verdict_words(&policies, points.len(), (units_gain, units_ci), (wall_gain, wall_ci), cv_gain, &cv_points);
+    let words =
+        verdict_words(&policies, points.len(), (units_gain, units_ci), (wall_gain, wall_ci), cv_gain, &cv_points);
     Some(Verdict { points: points.len(), policies, units_gain, units_ci, wall_gain, wall_ci, cv_gain, line, words })
 }
 
@@ -1474,7 +1538,8 @@ pub mod plot {
             ("median throughput", "fibers / s", &|r: &Summary| r.throughput),
         ];
         for (k, (what, unit, f)) in metrics.iter().enumerate() {
-            let path = dir.join(format!("{}_{}_{}.svg", names[k], scenario, if k == 0 { "time" } else { "throughput" }));
+            let path =
+                dir.join(format!("{}_{}_{}.svg", names[k], scenario, if k == 0 { "time" } else { "throughput" }));
             let root = SVGBackend::new(&path, (640 * panels.len() as u32, 420)).into_drawing_area();
             root.fill(&WHITE)?;
             let areas = root.split_evenly((1, panels.len()));
@@ -1491,10 +1556,24 @@ pub mod plot {
         root.fill(&WHITE)?;
         let areas = root.split_evenly((2, panels.len()));
         for (i, (b, rows)) in panels.iter().enumerate() {
-            panel(&areas[i], &format!("total steals, {b}"), param, "steals (median)", rows, variants, &|r: &Summary| {
-                (r.local_steals + r.remote_steals) as f64
-            })?;
-            panel(&areas[panels.len() + i], &format!("remote-steal ratio, {b}"), param, "remote / all steals", rows, variants, &|r: &Summary| remote_ratio(r))?;
+            panel(
+                &areas[i],
+                &format!("total steals, {b}"),
+                param,
+                "steals (median)",
+                rows,
+                variants,
+                &|r: &Summary| (r.local_steals + r.remote_steals) as f64,
+            )?;
+            panel(
+                &areas[panels.len() + i],
+                &format!("remote-steal ratio, {b}"),
+                param,
+                "remote / all steals",
+                rows,
+                variants,
+                &|r: &Summary| remote_ratio(r),
+            )?;
         }
         root.present()?;
         drop(areas);
@@ -1516,16 +1595,31 @@ pub mod plot {
         root.fill(&WHITE)?;
         let areas = root.split_evenly((groups.len().max(1), 2));
         for (i, (name, rows)) in groups.iter().enumerate() {
-            panel(&areas[2 * i], &format!("median wall time, {name}"), xdesc, "seconds", rows, variants, &|r: &Summary| r.median_s)?;
+            panel(
+                &areas[2 * i],
+                &format!("median wall time, {name}"),
+                xdesc,
+                "seconds",
+                rows,
+                variants,
+                &|r: &Summary| r.median_s,
+            )?;
             let area = &areas[2 * i + 1];
-            panel(area, &format!("median unit makespan, {name}"), xdesc, "work units", rows, variants, &|r: &Summary| {
-                r.units_makespan.max(r.units_bound as f64)
-            })?;
+            panel(
+                area,
+                &format!("median unit makespan, {name}"),
+                xdesc,
+                "work units",
+                rows,
+                variants,
+                &|r: &Summary| r.units_makespan.max(r.units_bound as f64),
+            )?;
             // The bound: drawn over the right panel with the same scale.
             let xs: Vec<f64> = rows.iter().map(|r| r.value as f64).collect();
             let (x0, x1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let (x0, x1) = if x0 == x1 { (x0 - 1.0, x1 + 1.0) } else { (x0, x1) };
-            let ymax = rows.iter().map(|r| r.units_makespan.max(r.units_bound as f64)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+            let ymax =
+                rows.iter().map(|r| r.units_makespan.max(r.units_bound as f64)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
             let mut chart = ChartBuilder::on(area)
                 .margin(8)
                 .x_label_area_size(35)
@@ -1568,7 +1662,8 @@ fn sweep_values(s: Sweep, settings: &Settings) -> Vec<usize> {
         }
         Sweep::Workers => {
             let max = settings.topology.num_pus().max(1);
-            let mut v: Vec<usize> = std::iter::successors(Some(1usize), |x| Some(x * 2)).take_while(|&x| x <= max).collect();
+            let mut v: Vec<usize> =
+                std::iter::successors(Some(1usize), |x| Some(x * 2)).take_while(|&x| x <= max).collect();
             if v.last() != Some(&max) {
                 v.push(max);
             }
@@ -1640,7 +1735,12 @@ fn all_points(settings: &Settings, workers: usize) -> Vec<Point> {
                     Sweep::Heavy => p.thieves = value,
                     Sweep::Workers => p.workers = Some(value),
                 }
-                pts.push(Point { scenario: format!("{}/{}", s.scenario(), balance_name(imb)), param: s.param(), value, p });
+                pts.push(Point {
+                    scenario: format!("{}/{}", s.scenario(), balance_name(imb)),
+                    param: s.param(),
+                    value,
+                    p,
+                });
             }
         }
     }
@@ -1654,7 +1754,12 @@ fn point_bound(nodes: &[usize], p: &Params) -> u64 {
 }
 
 /// Run every variant at one point; returns the summaries in variant order.
-fn run_point(settings: &Settings, pt: &Point, nodes: &[usize], progress: &mut Progress) -> Result<Vec<Summary>, String> {
+fn run_point(
+    settings: &Settings,
+    pt: &Point,
+    nodes: &[usize],
+    progress: &mut Progress,
+) -> Result<Vec<Summary>, String> {
     let bound = point_bound(nodes, &pt.p);
     let mut out = Vec::new();
     for v in &settings.variants {
@@ -1703,7 +1808,15 @@ pub fn measure_work(topology: &Topology, workers: Option<usize>, nw: usize, size
     const SHORT: usize = 2;
     const LONG: usize = 10;
     let rr = Variant { name: "rr", policy: Policy::RoundRobin, opts: PolicyOptions::default() };
-    let p = |k: usize| Params { size, heavy_mults: 1, mults: k * nw.max(1), thieves: 0, workers, imbalanced: false, deterministic: false };
+    let p = |k: usize| Params {
+        size,
+        heavy_mults: 1,
+        mults: k * nw.max(1),
+        thieves: 0,
+        workers,
+        imbalanced: false,
+        deterministic: false,
+    };
     let (mut short, mut long) = (Vec::new(), Vec::new());
     let t_all = Instant::now();
     for pair in 0..12u64 {
@@ -1845,7 +1958,11 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
         }
         println!(
             "  points: {}",
-            points.iter().map(|p| format!("{} {}={} thieves={}", p.scenario, p.param, p.value, p.p.thieves)).collect::<Vec<_>>().join("; ")
+            points
+                .iter()
+                .map(|p| format!("{} {}={} thieves={}", p.scenario, p.param, p.value, p.p.thieves))
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
     println!("thesis_bench: machine load (1, 5, 15 min averages) at start: {load_start}, on {cpus} CPU(s)");
@@ -1917,7 +2034,9 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
         }
         for pt in &points {
             for v in &settings.variants {
-                let Some(real) = all.iter().find(|r| r.scenario == pt.scenario && r.value == pt.value && r.variant == v.name) else {
+                let Some(real) =
+                    all.iter().find(|r| r.scenario == pt.scenario && r.value == pt.value && r.variant == v.name)
+                else {
                     continue;
                 };
                 let sim = simulate_units(&settings.topology, v, pt.p, &cal, settings.runs).map_err(fail)?;
@@ -1954,7 +2073,10 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
     );
     match &verdict {
         Some(v) => println!("{}\n", v.words),
-        None => println!("verdict: not computed (needs rr and at least one of {} at the same point)\n", THESIS_STEALERS.join(", ")),
+        None => println!(
+            "verdict: not computed (needs rr and at least one of {} at the same point)\n",
+            THESIS_STEALERS.join(", ")
+        ),
     }
     print!("{answer}");
     if let (Some(v), true) = (&verdict, settings.verbose) {
@@ -1988,7 +2110,8 @@ pub fn run_report(args: &[String]) -> Result<Report, CliError> {
             files.push(dir.join("verdict.txt"));
         }
         let names: Vec<&'static str> = settings.variants.iter().map(|v| v.name).collect();
-        let plot_err = |e: Box<dyn std::error::Error>| CliError::Usage(format!("--out {}: plotting failed: {e}", dir.display()));
+        let plot_err =
+            |e: Box<dyn std::error::Error>| CliError::Usage(format!("--out {}: plotting failed: {e}", dir.display()));
         for &s in &settings.sweeps {
             let f = plot::figures(dir, s.figures(), s.scenario(), s.param(), &all, &names).map_err(plot_err)?;
             files.extend(f);

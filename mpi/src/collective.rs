@@ -105,14 +105,31 @@ impl Comm {
     /// w.reduce(&[w.rank()], out, SystemOperation::sum(), 0).unwrap();
     /// ```
     #[track_caller]
-    pub fn reduce<E: Equivalence>(&self, send: &[E], recv: Option<&mut [E]>, op: impl Operation, root: i32) -> Result<(), Error> {
+    pub fn reduce<E: Equivalence>(
+        &self,
+        send: &[E],
+        recv: Option<&mut [E]>,
+        op: impl Operation,
+        root: i32,
+    ) -> Result<(), Error> {
         let what = "reduce";
         self.check_root(what, root)?;
         let n = count(what, send.len())?;
         let rp = match recv {
             Some(r) if r.len() == send.len() => r.as_mut_ptr() as *mut c_void,
-            Some(r) => return Err(Self::bad_len(what, format!("the receive buffer has {} elements, the send buffer {}: they must be equal", r.len(), send.len()))),
-            None if self.rank == root => return Err(Self::bad_len(what, "the root needs a receive buffer (Some)".into())),
+            Some(r) => {
+                return Err(Self::bad_len(
+                    what,
+                    format!(
+                        "the receive buffer has {} elements, the send buffer {}: they must be equal",
+                        r.len(),
+                        send.len()
+                    ),
+                ))
+            }
+            None if self.rank == root => {
+                return Err(Self::bad_len(what, "the root needs a receive buffer (Some)".into()))
+            }
             None => std::ptr::null_mut(),
         };
         let (comm, sp, dt, o) = (self.raw.0, send.as_ptr() as *const c_void, E::equivalent_datatype(), op.as_raw());
@@ -135,10 +152,23 @@ impl Comm {
     pub fn all_reduce<E: Equivalence>(&self, send: &[E], recv: &mut [E], op: impl Operation) -> Result<(), Error> {
         let what = "all_reduce";
         if recv.len() != send.len() {
-            return Err(Self::bad_len(what, format!("the receive buffer has {} elements, the send buffer {}: they must be equal", recv.len(), send.len())));
+            return Err(Self::bad_len(
+                what,
+                format!(
+                    "the receive buffer has {} elements, the send buffer {}: they must be equal",
+                    recv.len(),
+                    send.len()
+                ),
+            ));
         }
         let n = count(what, send.len())?;
-        let (comm, sp, rp, dt, o) = (self.raw.0, send.as_ptr() as *const c_void, recv.as_mut_ptr() as *mut c_void, E::equivalent_datatype(), op.as_raw());
+        let (comm, sp, rp, dt, o) = (
+            self.raw.0,
+            send.as_ptr() as *const c_void,
+            recv.as_mut_ptr() as *mut c_void,
+            E::equivalent_datatype(),
+            op.as_raw(),
+        );
         // SAFETY: both buffers outlive the request (see `broadcast`).
         self.collective(what, &mut |r| unsafe { ffi::MPI_Iallreduce(sp, rp, n, dt.as_raw(), o, comm, r) })
     }
@@ -161,7 +191,9 @@ impl Comm {
         let rp = self.root_buffer(what, recv, send.len(), root)?;
         let (comm, sp, dt) = (self.raw.0, send.as_ptr() as *const c_void, E::equivalent_datatype());
         // SAFETY: both buffers outlive the request (see `broadcast`).
-        self.collective(what, &mut |r| unsafe { ffi::MPI_Igather(sp, n, dt.as_raw(), rp, n, dt.as_raw(), root, comm, r) })
+        self.collective(what, &mut |r| unsafe {
+            ffi::MPI_Igather(sp, n, dt.as_raw(), rp, n, dt.as_raw(), root, comm, r)
+        })
     }
 
     /// Gather every rank's `send` into every rank's `recv`, in rank order
@@ -202,13 +234,20 @@ impl Comm {
         let want = recv.len() * self.size as usize;
         let sp = match send {
             Some(s) if s.len() == want => s.as_ptr() as *const c_void,
-            Some(s) => return Err(Self::bad_len(what, format!("the send buffer has {} elements, not size * recv.len() = {want}", s.len()))),
+            Some(s) => {
+                return Err(Self::bad_len(
+                    what,
+                    format!("the send buffer has {} elements, not size * recv.len() = {want}", s.len()),
+                ))
+            }
             None if self.rank == root => return Err(Self::bad_len(what, "the root needs a send buffer (Some)".into())),
             None => std::ptr::null(),
         };
         let (comm, rp, dt) = (self.raw.0, recv.as_mut_ptr() as *mut c_void, E::equivalent_datatype());
         // SAFETY: both buffers outlive the request (see `broadcast`).
-        self.collective(what, &mut |r| unsafe { ffi::MPI_Iscatter(sp, n, dt.as_raw(), rp, n, dt.as_raw(), root, comm, r) })
+        self.collective(what, &mut |r| unsafe {
+            ffi::MPI_Iscatter(sp, n, dt.as_raw(), rp, n, dt.as_raw(), root, comm, r)
+        })
     }
 
     /// Every rank sends the `i`-th slice of `send` to rank `i` and receives
@@ -227,20 +266,37 @@ impl Comm {
         let what = "all_to_all";
         let size = self.size as usize;
         if send.len() != recv.len() || send.len() % size != 0 {
-            return Err(Self::bad_len(what, format!("send ({}) and receive ({}) buffers must have the same length, a multiple of the size {size}", send.len(), recv.len())));
+            return Err(Self::bad_len(
+                what,
+                format!(
+                    "send ({}) and receive ({}) buffers must have the same length, a multiple of the size {size}",
+                    send.len(),
+                    recv.len()
+                ),
+            ));
         }
         let n = count(what, send.len() / size)?;
-        let (comm, sp, rp, dt) = (self.raw.0, send.as_ptr() as *const c_void, recv.as_mut_ptr() as *mut c_void, E::equivalent_datatype());
+        let (comm, sp, rp, dt) =
+            (self.raw.0, send.as_ptr() as *const c_void, recv.as_mut_ptr() as *mut c_void, E::equivalent_datatype());
         // SAFETY: both buffers outlive the request (see `broadcast`).
         self.collective(what, &mut |r| unsafe { ffi::MPI_Ialltoall(sp, n, dt.as_raw(), rp, n, dt.as_raw(), comm, r) })
     }
 
     /// A gather's receive buffer: `size * per` elements where needed.
-    fn root_buffer<E>(&self, what: &'static str, recv: Option<&mut [E]>, per: usize, root: i32) -> Result<*mut c_void, Error> {
+    fn root_buffer<E>(
+        &self,
+        what: &'static str,
+        recv: Option<&mut [E]>,
+        per: usize,
+        root: i32,
+    ) -> Result<*mut c_void, Error> {
         let want = per * self.size as usize;
         match recv {
             Some(r) if r.len() == want => Ok(r.as_mut_ptr() as *mut c_void),
-            Some(r) => Err(Self::bad_len(what, format!("the receive buffer has {} elements, not size * send.len() = {want}", r.len()))),
+            Some(r) => Err(Self::bad_len(
+                what,
+                format!("the receive buffer has {} elements, not size * send.len() = {want}", r.len()),
+            )),
             None if self.rank == root => Err(Self::bad_len(what, "the root needs a receive buffer (Some)".into())),
             None => Ok(std::ptr::null_mut()),
         }

@@ -10,7 +10,7 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use numafiber::fiber;
 
-use crate::engine::{RawRequest, RawStatus, MIN_BACKOFF, MAX_BACKOFF, SPIN_FOR};
+use crate::engine::{RawRequest, RawStatus, MAX_BACKOFF, MIN_BACKOFF, SPIN_FOR};
 use crate::error::check;
 use crate::op::{Kind, Op, WaitEnd};
 use crate::{Error, Request, Status};
@@ -215,28 +215,45 @@ impl Comm {
 
     /// Start a send of `len` elements at `ptr`; the caller keeps the memory
     /// alive until the returned `Op` is dropped.
-    fn start_send<E: Equivalence>(&self, op: &'static str, ptr: *const E, len: usize, dest: i32, tag: i32) -> Result<Op, Error> {
+    fn start_send<E: Equivalence>(
+        &self,
+        op: &'static str,
+        ptr: *const E,
+        len: usize,
+        dest: i32,
+        tag: i32,
+    ) -> Result<Op, Error> {
         self.check_rank(op, dest)?;
         let tag = Self::tag(op, Match::Is(tag))?;
         let n = count(op, len)?;
         let mut req = null_request();
         // SAFETY: `ptr` points to `len` elements of E kept alive by the
         // caller while the request is pending (the `Op`'s drop waits).
-        let rc = unsafe { ffi::MPI_Isend(ptr.cast(), n, E::equivalent_datatype().as_raw(), dest, tag, self.raw.0, &mut req) };
+        let rc = unsafe {
+            ffi::MPI_Isend(ptr.cast(), n, E::equivalent_datatype().as_raw(), dest, tag, self.raw.0, &mut req)
+        };
         check(op, rc)?;
         Ok(Op::submit(RawRequest(req), Kind::Send, op))
     }
 
     /// Start a receive into `len` elements at `ptr` (kept alive by the
     /// caller until the `Op` is dropped).
-    fn start_recv<E: Equivalence>(&self, op: &'static str, ptr: *mut E, len: usize, src: Match, tag: Match) -> Result<Op, Error> {
+    fn start_recv<E: Equivalence>(
+        &self,
+        op: &'static str,
+        ptr: *mut E,
+        len: usize,
+        src: Match,
+        tag: Match,
+    ) -> Result<Op, Error> {
         let src = self.source(op, src)?;
         let tag = Self::tag(op, tag)?;
         let n = count(op, len)?;
         let mut req = null_request();
         // SAFETY: `ptr` points to `len` writable elements kept alive by the
         // caller while the request is pending (the `Op`'s drop waits).
-        let rc = unsafe { ffi::MPI_Irecv(ptr.cast(), n, E::equivalent_datatype().as_raw(), src, tag, self.raw.0, &mut req) };
+        let rc =
+            unsafe { ffi::MPI_Irecv(ptr.cast(), n, E::equivalent_datatype().as_raw(), src, tag, self.raw.0, &mut req) };
         check(op, rc)?;
         Ok(Op::submit(RawRequest(req), Kind::Recv, op))
     }
@@ -277,7 +294,12 @@ impl Comm {
     /// assert_eq!(st.source, 0);
     /// ```
     #[track_caller]
-    pub fn recv<E: Equivalence>(&self, buf: &mut [E], src: impl Into<Match>, tag: impl Into<Match>) -> Result<Status, Error> {
+    pub fn recv<E: Equivalence>(
+        &self,
+        buf: &mut [E],
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+    ) -> Result<Status, Error> {
         let op = self.start_recv("recv", buf.as_mut_ptr(), buf.len(), src.into(), tag.into())?;
         complete(&op, None).map(|st| Status::of::<E>(&st))
     }
@@ -294,7 +316,13 @@ impl Comm {
     /// assert!(r.unwrap_err().is_timeout());
     /// ```
     #[track_caller]
-    pub fn recv_timeout<E: Equivalence>(&self, buf: &mut [E], src: impl Into<Match>, tag: impl Into<Match>, timeout: Duration) -> Result<Status, Error> {
+    pub fn recv_timeout<E: Equivalence>(
+        &self,
+        buf: &mut [E],
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+        timeout: Duration,
+    ) -> Result<Status, Error> {
         let deadline = Instant::now() + timeout;
         let op = self.start_recv("recv_timeout", buf.as_mut_ptr(), buf.len(), src.into(), tag.into())?;
         complete(&op, Some(deadline)).map(|st| Status::of::<E>(&st))
@@ -312,7 +340,15 @@ impl Comm {
     /// world.sendrecv(&[world.rank()], peer, 5, &mut got, from, 5).unwrap();
     /// ```
     #[track_caller]
-    pub fn sendrecv<E: Equivalence, F: Equivalence>(&self, send: &[E], dest: i32, send_tag: i32, recv: &mut [F], src: impl Into<Match>, recv_tag: impl Into<Match>) -> Result<Status, Error> {
+    pub fn sendrecv<E: Equivalence, F: Equivalence>(
+        &self,
+        send: &[E],
+        dest: i32,
+        send_tag: i32,
+        recv: &mut [F],
+        src: impl Into<Match>,
+        recv_tag: impl Into<Match>,
+    ) -> Result<Status, Error> {
         let r = self.start_recv("sendrecv", recv.as_mut_ptr(), recv.len(), src.into(), recv_tag.into())?;
         let s = self.start_send("sendrecv", send.as_ptr(), send.len(), dest, send_tag)?;
         complete(&s, None)?;
@@ -341,7 +377,12 @@ impl Comm {
     /// let (buf, st) = req.wait().unwrap();
     /// println!("{:?}", &buf[..st.count]);
     /// ```
-    pub fn irecv<E: Equivalence>(&self, mut buf: Vec<E>, src: impl Into<Match>, tag: impl Into<Match>) -> Result<Request<Vec<E>>, Error> {
+    pub fn irecv<E: Equivalence>(
+        &self,
+        mut buf: Vec<E>,
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+    ) -> Result<Request<Vec<E>>, Error> {
         let op = self.start_recv("irecv", buf.as_mut_ptr(), buf.len(), src.into(), tag.into())?;
         Ok(Request::new(op, buf, Status::of::<E>))
     }
@@ -354,7 +395,11 @@ impl Comm {
     /// let ready = mpi.world().iprobe::<u8>(numafiber_mpi::ANY, numafiber_mpi::ANY).unwrap();
     /// assert!(ready.is_none() || ready.unwrap().count > 0 || true);
     /// ```
-    pub fn iprobe<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>) -> Result<Option<Status>, Error> {
+    pub fn iprobe<E: Equivalence>(
+        &self,
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+    ) -> Result<Option<Status>, Error> {
         let src = self.source("iprobe", src.into())?;
         let tag = Self::tag("iprobe", tag.into())?;
         let mut flag: c_int = 0;
@@ -394,7 +439,12 @@ impl Comm {
     /// assert!(st.is_none());
     /// ```
     #[track_caller]
-    pub fn probe_until<E: Equivalence>(&self, src: impl Into<Match>, tag: impl Into<Match>, deadline: Option<Instant>) -> Result<Option<Status>, Error> {
+    pub fn probe_until<E: Equivalence>(
+        &self,
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Status>, Error> {
         let (src, tag) = (src.into(), tag.into());
         let last = Instant::now();
         let mut backoff = MIN_BACKOFF;
@@ -427,7 +477,11 @@ impl Comm {
     /// assert_eq!(v.len(), st.count);
     /// ```
     #[track_caller]
-    pub fn recv_vec<E: Equivalence + Default + Clone>(&self, src: impl Into<Match>, tag: impl Into<Match>) -> Result<(Vec<E>, Status), Error> {
+    pub fn recv_vec<E: Equivalence + Default + Clone>(
+        &self,
+        src: impl Into<Match>,
+        tag: impl Into<Match>,
+    ) -> Result<(Vec<E>, Status), Error> {
         let op = "recv_vec";
         let src = self.source(op, src.into())?;
         let tag = Self::tag(op, tag.into())?;
@@ -448,7 +502,15 @@ impl Comm {
                 // SAFETY: `buf` holds `count` elements and outlives the
                 // request (the `Op` below is dropped first); `msg` is the
                 // message just matched.
-                check(op, unsafe { ffi::MPI_Imrecv(buf.as_mut_ptr().cast(), count(op, buf.len())?, E::equivalent_datatype().as_raw(), &mut msg, &mut req) })?;
+                check(op, unsafe {
+                    ffi::MPI_Imrecv(
+                        buf.as_mut_ptr().cast(),
+                        count(op, buf.len())?,
+                        E::equivalent_datatype().as_raw(),
+                        &mut msg,
+                        &mut req,
+                    )
+                })?;
                 let pending = Op::submit(RawRequest(req), Kind::Matched, op);
                 let st = complete(&pending, None)?;
                 drop(pending);

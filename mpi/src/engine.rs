@@ -251,7 +251,8 @@ impl Engine {
         }
         // Not eager: the poller must not run before this caller releases
         // `incoming` (it takes that lock first).
-        let spawned = fiber::Builder::new().name("numafiber-mpi progress").eager(false).spawn(move || self.poller_main());
+        let spawned =
+            fiber::Builder::new().name("numafiber-mpi progress").eager(false).spawn(move || self.poller_main());
         if spawned.is_ok() {
             inc.poller_running = true; // the JoinHandle drops: detached
         }
@@ -381,7 +382,13 @@ impl Engine {
         // SAFETY: the slice holds `n` request handles owned by the poller;
         // `indices` and `statuses` have room for `n` entries.
         let rc = unsafe {
-            ffi::MPI_Testsome(n as c_int, p.reqs[start..].as_mut_ptr(), &mut out, p.indices.as_mut_ptr(), p.statuses.as_mut_ptr())
+            ffi::MPI_Testsome(
+                n as c_int,
+                p.reqs[start..].as_mut_ptr(),
+                &mut out,
+                p.indices.as_mut_ptr(),
+                p.statuses.as_mut_ptr(),
+            )
         };
         let in_status = rc == ffi::MPI_ERR_IN_STATUS as c_int;
         if rc != ffi::MPI_SUCCESS as c_int && !in_status {
@@ -402,7 +409,11 @@ impl Engine {
         for k in 0..out as usize {
             let i = start + p.indices[k] as usize;
             let st = p.statuses[k];
-            let r = if in_status && st.MPI_ERROR != ffi::MPI_SUCCESS as c_int { Err(st.MPI_ERROR) } else { Ok(RawStatus(st)) };
+            let r = if in_status && st.MPI_ERROR != ffi::MPI_SUCCESS as c_int {
+                Err(st.MPI_ERROR)
+            } else {
+                Ok(RawStatus(st))
+            };
             p.done[i].complete(r);
             finished.push(i);
         }

@@ -157,13 +157,21 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::BadRank { op, rank, size } => write!(f, "{op}: rank {rank} is not in this communicator (ranks are 0..{size})"),
-            Error::BadTag { op, tag } => write!(f, "{op}: tag {tag} is negative (tags are 0 and up; receive any tag with numafiber_mpi::ANY)"),
-            Error::TooLong { op, len } => write!(f, "{op}: a buffer of {len} elements is longer than MPI's int count; split it"),
+            Error::BadRank { op, rank, size } => {
+                write!(f, "{op}: rank {rank} is not in this communicator (ranks are 0..{size})")
+            }
+            Error::BadTag { op, tag } => {
+                write!(f, "{op}: tag {tag} is negative (tags are 0 and up; receive any tag with numafiber_mpi::ANY)")
+            }
+            Error::TooLong { op, len } => {
+                write!(f, "{op}: a buffer of {len} elements is longer than MPI's int count; split it")
+            }
             Error::BadLength { op, what } => write!(f, "{op}: {what}"),
             Error::Timeout { op } => write!(f, "{op}: the deadline passed before the request completed"),
             Error::Cancelled { op } => write!(f, "{op}: the request was cancelled before it matched"),
-            Error::Finalized { op } => write!(f, "{op}: MPI was finalised (the Mpi was dropped); keep it alive while fibers use MPI"),
+            Error::Finalized { op } => {
+                write!(f, "{op}: MPI was finalised (the Mpi was dropped); keep it alive while fibers use MPI")
+            }
             Error::Mpi { op, code, message, .. } => write!(f, "{op}: MPI error {code}: {message}"),
         }
     }

@@ -162,7 +162,8 @@ pub struct Mpi {
 /// # drop(mpi);
 /// ```
 pub fn init() -> Result<Mpi, InitError> {
-    let (universe, provided) = mpi::initialize_with_threading(Threading::Multiple).ok_or(InitError::AlreadyInitialized)?;
+    let (universe, provided) =
+        mpi::initialize_with_threading(Threading::Multiple).ok_or(InitError::AlreadyInitialized)?;
     if provided != Threading::Multiple {
         return Err(InitError::NoThreadMultiple { provided });
     }

@@ -27,7 +27,8 @@ fn main() -> ExitCode {
         return launch();
     }
     std::thread::spawn(|| {
-        let secs = if std::env::var_os("NUMAFIBER_MPI_BLOCKING").is_some() { BLOCKING_WATCHDOG_SECS } else { WATCHDOG_SECS };
+        let secs =
+            if std::env::var_os("NUMAFIBER_MPI_BLOCKING").is_some() { BLOCKING_WATCHDOG_SECS } else { WATCHDOG_SECS };
         std::thread::sleep(Duration::from_secs(secs));
         eprintln!("mpirun test: watchdog: a test hung for {secs} s");
         std::process::exit(3);
@@ -97,7 +98,11 @@ fn launch() -> ExitCode {
     // on its own PUs.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if std::env::var_os("NUMAFIBER_MPI_NP").is_none() && cpus >= 2 {
-        jobs.push(("2".into(), vec!["--map-by", "core", "--bind-to", "core"], vec![("NUMAFIBER_MPI_BIND", "core"), ("NUMAFIBER_MPI_TEST", "workers_land")]));
+        jobs.push((
+            "2".into(),
+            vec!["--map-by", "core", "--bind-to", "core"],
+            vec![("NUMAFIBER_MPI_BIND", "core"), ("NUMAFIBER_MPI_TEST", "workers_land")],
+        ));
     }
     let (mut passed, mut failed) = (0, 0);
     for (np, args, envs) in jobs {
@@ -496,7 +501,9 @@ fn workers_land_on_the_ranks_pus(_: &Mpi, w: &Comm) {
     assert_eq!(rt.workers(), allowed.len(), "one worker per PU the rank may use ({allowed:?})");
     let n = rt.workers();
     let cpus: Vec<usize> = rt.block_on(move || {
-        let hs: Vec<_> = (0..n).map(|i| fiber::Builder::new().worker(i).pinned(true).spawn(numafiber::topology::current_cpu).unwrap()).collect();
+        let hs: Vec<_> = (0..n)
+            .map(|i| fiber::Builder::new().worker(i).pinned(true).spawn(numafiber::topology::current_cpu).unwrap())
+            .collect();
         hs.into_iter().map(|h| fiber::await_fiber(h).expect("sched_getcpu")).collect()
     });
     for c in &cpus {

@@ -118,7 +118,10 @@ impl Pool {
     /// submit claims it (`true`) or [`BLOCKING_KEEP_ALIVE`] passes without
     /// a claim (`false`, and it is no longer counted idle). A spurious
     /// wake-up waits on for the rest of the keep-alive.
-    fn wait_for_claim<'a>(&self, mut s: std::sync::MutexGuard<'a, PoolState>) -> (std::sync::MutexGuard<'a, PoolState>, bool) {
+    fn wait_for_claim<'a>(
+        &self,
+        mut s: std::sync::MutexGuard<'a, PoolState>,
+    ) -> (std::sync::MutexGuard<'a, PoolState>, bool) {
         let until = std::time::Instant::now() + BLOCKING_KEEP_ALIVE;
         loop {
             if s.claims > 0 {

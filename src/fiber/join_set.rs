@@ -14,9 +14,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use crate::fiber::JoinHandle;
 use crate::runtime::error::JoinError;
 use crate::runtime::task::wait_kind;
-use crate::fiber::JoinHandle;
 use crate::runtime::Handle;
 use crate::sync::queue::{wake_all, Outcome, Reason, WaitQueue};
 
@@ -114,9 +114,8 @@ impl<T: Send + 'static> JoinSet<T> {
     where
         F: FnOnce() -> T + Send + 'static,
     {
-        let h = Handle::try_current().unwrap_or_else(|| {
-            panic!("{}", crate::SpawnError::new(crate::SpawnErrorKind::NoRuntime))
-        });
+        let h = Handle::try_current()
+            .unwrap_or_else(|| panic!("{}", crate::SpawnError::new(crate::SpawnErrorKind::NoRuntime)));
         self.spawn_on(&h, f);
     }
 

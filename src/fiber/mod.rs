@@ -90,13 +90,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::runtime::error::{JoinError, SpawnError, SpawnErrorKind};
+pub use crate::runtime::task::stack::{
+    stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE,
+};
+pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
 pub use cancel::{is_cancelled, shield, Cancelled, ShieldGuard};
 pub use future::{block_on_future, JoinFuture};
 pub use join_set::JoinSet;
 pub use local::FiberLocal;
 pub use park::{current_handle, park, park_timeout, Fiber};
-pub use blocking::{block_in_place, spawn_blocking, BLOCKING_KEEP_ALIVE, MAX_BLOCKING_THREADS};
-pub use crate::runtime::task::stack::{stack_usage, StackUsage, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_SLAB_STACK_SIZE, MIN_STACK_SIZE};
 
 pub use crate::runtime::task::join::JoinHandle;
 
@@ -271,7 +273,6 @@ where
 {
     runtime::join(a, b)
 }
-
 
 /// Wait for every handle, in order, and return their values.
 /// A panic of any fiber is re-raised (after the earlier ones were taken).
@@ -699,7 +700,6 @@ impl<T> ScopedJoinHandle<'_, T> {
     }
 }
 
-
 impl<'scope> Scope<'scope, '_> {
     /// Spawn a fiber that may borrow anything that outlives the scope.
     /// While the runtime shuts down the fiber is cancelled at once, as
@@ -713,7 +713,8 @@ impl<'scope> Scope<'scope, '_> {
     {
         // SAFETY: `scope` waits for (or destroys) every child before it
         // returns or unwinds, so borrows of 'scope outlive the fiber.
-        let h = unsafe { runtime::spawn_unchecked(self.handle.shared(), f, SpawnOpts::infallible()) }.unwrap_or_else(|e| panic!("{e}"));
+        let h = unsafe { runtime::spawn_unchecked(self.handle.shared(), f, SpawnOpts::infallible()) }
+            .unwrap_or_else(|e| panic!("{e}"));
         // Lifetime-erased already (`packet::new_main`): `scope` drops
         // every entry of `children` before it returns, i.e. while 'scope
         // is still alive, and only waits for completion through them.

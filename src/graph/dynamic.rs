@@ -154,7 +154,6 @@ impl<K, V> Deref for Computed<K, V> {
     }
 }
 
-
 const SHARDS: usize = 64;
 
 struct Inner<G: DynamicGraph> {
@@ -562,7 +561,10 @@ impl<K, V> fmt::Debug for SerialRun<K, V> {
     }
 }
 
-impl<K, V> fmt::Debug for Computed<K, V> where V: fmt::Debug {
+impl<K, V> fmt::Debug for Computed<K, V>
+where
+    V: fmt::Debug,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Computed").field(&**self).finish()
     }
@@ -620,7 +622,13 @@ pub fn execute_serial<G: DynamicGraph>(graph: &G, sink: G::Key) -> Result<Serial
                         Entry::Occupied(o) => *o.get(),
                         Entry::Vacant(v) => {
                             let b = nodes.len();
-                            nodes.push(SNode { key: v.key().clone(), join: 1, preds: Vec::new(), notify: Vec::new(), computed: false });
+                            nodes.push(SNode {
+                                key: v.key().clone(),
+                                join: 1,
+                                preds: Vec::new(),
+                                notify: Vec::new(),
+                                computed: false,
+                            });
                             outputs.push(None);
                             v.insert(b);
                             stack.push(SJob::Init(b));

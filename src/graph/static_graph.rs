@@ -150,10 +150,7 @@ pub struct StaticGraph<T> {
 
 impl<T> fmt::Debug for StaticGraph<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StaticGraph")
-            .field("nodes", &self.computes.len())
-            .field("edges", &self.edge_count())
-            .finish()
+        f.debug_struct("StaticGraph").field("nodes", &self.computes.len()).field("edges", &self.edge_count()).finish()
     }
 }
 
@@ -316,7 +313,11 @@ fn find_cycle(preds: &[Vec<u32>], left: &[u32]) -> Vec<NodeId> {
     while pos[a] == usize::MAX {
         pos[a] = path.len();
         path.push(NodeId(a as u32));
-        a = preds[a].iter().map(|&p| p as usize).find(|&p| left[p] > 0).expect("an unreached node has an unreached predecessor");
+        a = preds[a]
+            .iter()
+            .map(|&p| p as usize)
+            .find(|&p| left[p] > 0)
+            .expect("an unreached node has an unreached predecessor");
     }
     path.split_off(pos[a])
 }
@@ -381,8 +382,9 @@ impl<T: Send + Sync + 'static> StaticGraph<T> {
             let a = a as usize;
             let v = {
                 let inputs = Inputs { node: NodeId(a as u32), preds: g.preds(a), slots: Slots::Plain(&results) };
-                catch(|| (g.computes[a])(&inputs))
-                    .map_err(|message| GraphError::new(GraphErrorKind::ComputePanicked { node: a.to_string(), message }))?
+                catch(|| (g.computes[a])(&inputs)).map_err(|message| {
+                    GraphError::new(GraphErrorKind::ComputePanicked { node: a.to_string(), message })
+                })?
             };
             results[a] = Some(v);
             for &s in g.succs(a).iter().rev() {
@@ -435,13 +437,7 @@ fn run_parallel<T: Send + Sync + 'static>(g: Arc<Frozen<T>>, workers: usize) -> 
     let join: Box<[AtomicU32]> = g.indeg.iter().map(|&d| AtomicU32::new(d)).collect();
     let results: Box<[OnceLock<T>]> = (0..n).map(|_| OnceLock::new()).collect();
     let sources = g.sources.to_vec();
-    let exec = Arc::new(Exec {
-        g,
-        join,
-        results,
-        panic: Mutex::new(None),
-        target_chains: 2 * workers.max(1),
-    });
+    let exec = Arc::new(Exec { g, join, results, panic: Mutex::new(None), target_chains: 2 * workers.max(1) });
     let track = Arc::new(Tracker { pending: AtomicUsize::new(1), latch: new_latch() });
     run_chain(Chain { exec: Some(exec.clone()), track: track.clone() }, sources);
     wait_latch(&track.latch);

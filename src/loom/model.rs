@@ -550,17 +550,21 @@ impl ReactorSet {
         let ready = std::cell::Cell::new(false);
         let b = ModelBackend { set: self, me: i };
         let w = &self.workers.ws[i];
-        self.idle.sleep(&w.sleeper, || has_work() || self.is_shutdown(), || {
-            if self.is_shutdown() {
-                return false;
-            }
-            let polled_ready = std::cell::Cell::new(false);
-            let go_on = driver::park_step(&self.gate, &w.flag, &w.sleeper, true, &RecordReady(&b, &polled_ready));
-            if polled_ready.get() {
-                ready.set(true);
-            }
-            go_on
-        });
+        self.idle.sleep(
+            &w.sleeper,
+            || has_work() || self.is_shutdown(),
+            || {
+                if self.is_shutdown() {
+                    return false;
+                }
+                let polled_ready = std::cell::Cell::new(false);
+                let go_on = driver::park_step(&self.gate, &w.flag, &w.sleeper, true, &RecordReady(&b, &polled_ready));
+                if polled_ready.get() {
+                    ready.set(true);
+                }
+                go_on
+            },
+        );
         ready.get()
     }
     /// `runtime::io::poll_busy`: whether it made the socket's fiber ready.
@@ -747,7 +751,6 @@ impl HandoffQueue {
     pub fn wait(&self, w: HandoffWaiter, cell: &HandoffCell, looks: usize, park: bool) -> Option<u64> {
         for _ in 0..looks {
             if w.node.is_signalled() {
-                
                 // SAFETY: granted (case 1 of `Handoff`'s docs).
                 return unsafe { cell.0.take() };
             }
@@ -860,4 +863,3 @@ impl SelectModel {
         unsafe { w.cells[k].take() }
     }
 }
-

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use mio::event::Source;
 
-use crate::runtime::io::{Dir, Reactor, Registration};
-use crate::runtime::task::{wait_kind, TaskRef};
-use crate::runtime::shared::Shared;
 use crate::runtime;
+use crate::runtime::io::{Dir, Reactor, Registration};
+use crate::runtime::shared::Shared;
+use crate::runtime::task::{wait_kind, TaskRef};
 
 /// A mio socket, its reactor registration (made the first time a fiber
 /// has to wait on it) and its timeouts (shared by `try_clone`s, as the

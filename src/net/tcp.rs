@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::each_addr;
 use super::source::IoSource;
 use super::sys;
-use super::each_addr;
 
 /// Backlog asked of listen(2); the kernel caps it at `net.core.somaxconn`.
 const LISTEN_BACKLOG: libc::c_int = 65_535;
@@ -446,23 +446,30 @@ fn connect_one(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStr
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // mio's recipe: wait for writability, then `SO_ERROR`, then
     // `peer_addr` (`NotConnected`: not done yet, keep waiting).
-    inner.do_io_until(Dir::Write, deadline, timeout, &mut |s: &mio::net::TcpStream| {
-        if let Some(e) = s.take_error()? {
-            return Err(e);
-        }
-        match s.peer_addr() {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(io::ErrorKind::WouldBlock.into()),
-            Err(e) => Err(e),
-        }
-    }, |_| false)
-    .map_err(|e| {
-        if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() {
-            io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
-        } else {
-            e
-        }
-    })?;
+    inner
+        .do_io_until(
+            Dir::Write,
+            deadline,
+            timeout,
+            &mut |s: &mio::net::TcpStream| {
+                if let Some(e) = s.take_error()? {
+                    return Err(e);
+                }
+                match s.peer_addr() {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(io::ErrorKind::WouldBlock.into()),
+                    Err(e) => Err(e),
+                }
+            },
+            |_| false,
+        )
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() {
+                io::Error::new(io::ErrorKind::TimedOut, format!("connect to {addr} timed out"))
+            } else {
+                e
+            }
+        })?;
     Ok(TcpStream { inner })
 }
 

@@ -127,11 +127,7 @@ pub fn nlh_choose_node(workloads: &[i64], local: Option<usize>) -> usize {
 /// # Panics
 /// If `workers` is empty.
 #[inline]
-pub fn nlh_choose_worker(
-    workers: &[usize],
-    queue_len: impl Fn(usize) -> usize,
-    spawner: Option<usize>,
-) -> usize {
+pub fn nlh_choose_worker(workers: &[usize], queue_len: impl Fn(usize) -> usize, spawner: Option<usize>) -> usize {
     let mut best = *workers.first().expect("nlh_choose_worker on a node without workers");
     let mut best_len = queue_len(best);
     for &w in &workers[1..] {
@@ -224,8 +220,8 @@ mod tests {
         // Others 4 and 8: median 6.
         assert_eq!(nlh_choose_node(&[5, 4, 8], Some(0)), 0);
         assert_eq!(nlh_choose_node(&[6, 4, 8], Some(0)), 1); // 6 !< 6
-        // Others 4 and 5: median 4.5; local 4 is below it and stays local
-        // although node 1 is just as loaded.
+                                                             // Others 4 and 5: median 4.5; local 4 is below it and stays local
+                                                             // although node 1 is just as loaded.
         assert_eq!(nlh_choose_node(&[4, 4, 5], Some(0)), 0);
         // Local 5 on node 2, others 4 and 6: median 5, not below: least
         // loaded is node 0.

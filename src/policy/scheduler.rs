@@ -166,8 +166,7 @@ impl Scheduler {
                     .collect()
             })
             .collect();
-        let remote_by_distance =
-            (0..num_nodes).map(|n| steal::nodes_by_distance(&distances[n], n)).collect();
+        let remote_by_distance = (0..num_nodes).map(|n| steal::nodes_by_distance(&distances[n], n)).collect();
         let mut node_workers = vec![Vec::new(); num_nodes];
         let mut slot_in_node = Vec::with_capacity(worker_node.len());
         for (w, &n) in worker_node.iter().enumerate() {
@@ -408,7 +407,13 @@ impl Scheduler {
     }
 
     #[inline]
-    fn place_nlh_counted<P: LoadProbe + ?Sized>(&self, local_node: usize, spawner: Option<usize>, probe: &P, owner: bool) -> usize {
+    fn place_nlh_counted<P: LoadProbe + ?Sized>(
+        &self,
+        local_node: usize,
+        spawner: Option<usize>,
+        probe: &P,
+        owner: bool,
+    ) -> usize {
         let node = if let [only] = self.worker_nodes[..] {
             // `nlh_choose_node` of one candidate is that candidate, whatever
             // the workload and the local node.
@@ -510,7 +515,11 @@ impl Scheduler {
         if n > 1 && self.policy == Policy::RandomSteal {
             let start = (st.next_u64() % n as u64) as usize;
             let walk = Walk::Random { n, next: start, left: n };
-            return Victims { order: VictimOrder { node_workers: &self.node_workers, thief, walk }, sched: self, views: &mut st.views };
+            return Victims {
+                order: VictimOrder { node_workers: &self.node_workers, thief, walk },
+                sched: self,
+                views: &mut st.views,
+            };
         }
         if n > 1 && self.steals() {
             let remotes = &self.remote_by_distance[own];
@@ -524,7 +533,14 @@ impl Scheduler {
                 }
                 Policy::HybridSteal | Policy::Nlh => {
                     self.thief_estimators(thief, st);
-                    steal::hybrid_node_order(&st.estimators, &self.distances[own], own, remotes, &mut st.scores, &mut order);
+                    steal::hybrid_node_order(
+                        &st.estimators,
+                        &self.distances[own],
+                        own,
+                        remotes,
+                        &mut st.scores,
+                        &mut order,
+                    );
                 }
             }
             // One rotation per node, drawn in node order (also for nodes

@@ -299,7 +299,10 @@ mod tests {
         }
         b.set(31, WorkerStatus::DontKnow);
         b.set(32, WorkerStatus::Busy);
-        assert_eq!((b.get(31), b.get(32), b.get(30)), (WorkerStatus::DontKnow, WorkerStatus::Busy, WorkerStatus::DontKnow));
+        assert_eq!(
+            (b.get(31), b.get(32), b.get(30)),
+            (WorkerStatus::DontKnow, WorkerStatus::Busy, WorkerStatus::DontKnow)
+        );
         b.reset();
         assert!((0..66).all(|i| b.get(i) == WorkerStatus::DontKnow));
     }

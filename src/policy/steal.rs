@@ -58,12 +58,7 @@ pub fn numa_node_order(own: usize, remote_by_distance: &[usize], out: &mut Vec<u
 /// load_node_order(&[0.5, 0.5, 0.9], 0, &[1, 2], &mut out);
 /// assert_eq!(out, vec![2, 0, 1]);
 /// ```
-pub fn load_node_order(
-    estimators: &[f64],
-    own: usize,
-    remote_by_distance: &[usize],
-    out: &mut Vec<usize>,
-) {
+pub fn load_node_order(estimators: &[f64], own: usize, remote_by_distance: &[usize], out: &mut Vec<usize>) {
     numa_node_order(own, remote_by_distance, out);
     // Stable: equal estimators keep own-first, then distance order.
     out.sort_by(|&a, &b| estimators[b].total_cmp(&estimators[a]));

@@ -31,12 +31,7 @@ fn sched(policy: Policy, nodes: usize, per: usize) -> Scheduler {
 /// 4 nodes in a ring, like the numa-vm: 10 local, 20 to neighbours, 30 across.
 fn ring4(per: usize) -> Topology {
     Topology::uniform(4, per)
-        .with_distances(vec![
-            vec![10, 20, 30, 20],
-            vec![20, 10, 20, 30],
-            vec![30, 20, 10, 20],
-            vec![20, 30, 20, 10],
-        ])
+        .with_distances(vec![vec![10, 20, 30, 20], vec![20, 10, 20, 30], vec![30, 20, 10, 20], vec![20, 30, 20, 10]])
         .unwrap()
 }
 
@@ -303,7 +298,7 @@ fn load_steal_goes_to_the_node_that_proved_busy() {
     s.record_steal(0, &mut st, 1, false); // own node: 0 idle, 1 idle -> 0.0
     s.record_steal(0, &mut st, 2, false); // node 1 idle -> 0.0
     s.record_steal(0, &mut st, 5, true); // node 2 busy -> 1.0
-    // node 3 stays DONTKNOW -> 0.5
+                                         // node 3 stays DONTKNOW -> 0.5
     let v = victims(&s, 0, &mut st);
     assert_eq!(st.estimators(), &[0.0, 0.0, 1.0, 0.5]);
     // Descending: 2, 3, then the tie at 0.0: own node 0 before node 1.
@@ -315,9 +310,8 @@ fn load_steal_goes_to_the_node_that_proved_busy() {
 /// node 0 become SLIT 20 and 30; the order only scales.
 #[test]
 fn hybrid_reproduces_table_4_1() {
-    let topo = Topology::uniform(3, 3)
-        .with_distances(vec![vec![10, 20, 30], vec![20, 10, 20], vec![30, 20, 10]])
-        .unwrap();
+    let topo =
+        Topology::uniform(3, 3).with_distances(vec![vec![10, 20, 30], vec![20, 10, 20], vec![30, 20, 10]]).unwrap();
     for p in [Policy::HybridSteal, Policy::Nlh] {
         let s = Scheduler::new(p, PolicyOptions::default(), layout(3, 3), &topo);
         let mut st = s.new_thief_state(2, 11);
@@ -337,8 +331,8 @@ fn hybrid_reproduces_table_4_1() {
         let scores: Vec<f64> = (1..3).map(|n| steal::hybrid_score(est[n], s.distance(0, n))).collect();
         assert!((scores[0] - 13.0 - 1.0 / 3.0).abs() < 1e-9); // thesis: 1.32 (x10)
         assert!((scores[1] - 10.0).abs() < 1e-9); // thesis: 0.99 (x10)
-        // Own node first, then node 2 (the lower score), then node 1;
-        // nearest-first NumaSteal would have tried node 1 before node 2.
+                                                  // Own node first, then node 2 (the lower score), then node 1;
+                                                  // nearest-first NumaSteal would have tried node 1 before node 2.
         assert_eq!(victim_nodes(&s, &v), vec![0, 0, 2, 2, 2, 1, 1, 1], "{p}");
         assert!(!v.contains(&2));
     }
@@ -504,8 +498,7 @@ fn thief_states_are_deterministic_per_seed() {
     let s = sched(Policy::RandomSteal, 1, 8);
     let rounds = |worker: usize, seed: u64| {
         let mut st = s.new_thief_state(worker, seed);
-        (0..20).map(|_| victims(&s, worker, &mut st)[0])
-            .collect::<Vec<usize>>()
+        (0..20).map(|_| victims(&s, worker, &mut st)[0]).collect::<Vec<usize>>()
     };
     assert_eq!(s.new_thief_state(3, 1).worker(), 3);
     assert_eq!(rounds(0, 1), rounds(0, 1));
@@ -527,7 +520,8 @@ fn scheduler_is_shared_between_threads() {
 /// node (each node's workers in one run, rotated); `remaining()` is the walk.
 #[test]
 fn victim_walk_covers_every_other_worker_once_node_by_node() {
-    let layouts: Vec<Vec<usize>> = vec![vec![0, 0, 0, 1, 1, 2, 2, 2, 2], vec![1, 0, 1, 0, 3], layout(4, 3), layout(1, 7)];
+    let layouts: Vec<Vec<usize>> =
+        vec![vec![0, 0, 0, 1, 1, 2, 2, 2, 2], vec![1, 0, 1, 0, 3], layout(4, 3), layout(1, 7)];
     for wn in layouts {
         let nodes = wn.iter().max().unwrap() + 1;
         let topo = Topology::uniform(nodes.max(4), 4);
@@ -577,7 +571,8 @@ fn victim_walk_covers_every_other_worker_once_node_by_node() {
                         let got: Vec<usize> = v.iter().copied().filter(|&w| s.worker_node(w) == node).collect();
                         let ws = s.node_workers(node);
                         let r = ws.iter().position(|&w| w == got[0]).unwrap();
-                        let want: Vec<usize> = ws[r..].iter().chain(&ws[..r]).copied().filter(|&w| w != thief).collect();
+                        let want: Vec<usize> =
+                            ws[r..].iter().chain(&ws[..r]).copied().filter(|&w| w != thief).collect();
                         assert_eq!(got, want, "{p} node {node}: a rotation of its workers");
                     }
                     // Some steal outcomes, for the next round's estimators.
@@ -690,7 +685,12 @@ fn thief_state_bytes_do_not_grow_with_the_worker_count() {
             let bytes: Vec<usize> = [4, 64, 1024]
                 .into_iter()
                 .map(|n| {
-                    let s = Scheduler::new(p, PolicyOptions::default(), layout(nodes, n / nodes), &Topology::uniform(nodes, n / nodes));
+                    let s = Scheduler::new(
+                        p,
+                        PolicyOptions::default(),
+                        layout(nodes, n / nodes),
+                        &Topology::uniform(nodes, n / nodes),
+                    );
                     let mut st = s.new_thief_state(0, 1);
                     for _ in 0..3 {
                         let mut walk = s.victims(0, &mut st);

@@ -10,10 +10,10 @@ use super::{context, finish_handed_off_shutdown, register_fork_handler, AbortOnP
 use crate::policy::{Policy, PolicyOptions, Scheduler, StealChunk};
 use crate::runtime::error::{BuildError, BuildErrorKind};
 use crate::runtime::shared::Shared;
-use crate::runtime::worker::{Counters, WorkerShared};
 use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::{StackMode, DEFAULT_STACK_SIZE};
 use crate::runtime::worker::WorkerLocal;
+use crate::runtime::worker::{Counters, WorkerShared};
 use crate::topology::{self, Topology, WorkerSlot};
 
 /// A worker's own queue ends: its LIFO deque, its FIFO ready queue, its
@@ -314,10 +314,7 @@ impl Builder {
         }
         let strict = self.strict_pinning && self.pin_workers;
         if strict && nworkers > topology.num_pus() {
-            return Err(BuildError::new(BuildErrorKind::TooManyWorkers {
-                workers: nworkers,
-                pus: topology.num_pus(),
-            }));
+            return Err(BuildError::new(BuildErrorKind::TooManyWorkers { workers: nworkers, pus: topology.num_pus() }));
         }
         let slots = topology.plan_workers(nworkers, strict)?;
         if strict {

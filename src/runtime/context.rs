@@ -15,10 +15,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::runtime::worker::WorkerLocal;
 use crate::runtime::shared::Shared;
-use crate::runtime::worker::Counters;
 use crate::runtime::task::{Task, TaskRef};
+use crate::runtime::worker::Counters;
+use crate::runtime::worker::WorkerLocal;
 
 thread_local! {
     static WORKER: Cell<*const WorkerLocal> = const { Cell::new(ptr::null()) };
@@ -132,7 +132,11 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
 pub(crate) fn current_shared_ptr() -> *const Shared {
     let w = worker_ptr();
     // SAFETY: a non-null WORKER points to this thread's live worker.
-    if w.is_null() { std::ptr::null() } else { unsafe { Arc::as_ptr(&(*w).shared) } }
+    if w.is_null() {
+        std::ptr::null()
+    } else {
+        unsafe { Arc::as_ptr(&(*w).shared) }
+    }
 }
 
 pub(crate) fn current_task_and_shared() -> Option<(TaskRef, Arc<Shared>)> {

@@ -82,8 +82,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::runtime::task::{wait_kind, TaskRef};
 use crate::runtime::shared::Shared;
+use crate::runtime::task::{wait_kind, TaskRef};
 
 /// How often `block_on` checks.
 pub(crate) const POLL: Duration = Duration::from_millis(10);

@@ -357,10 +357,7 @@ impl fmt::Display for SpawnError {
                 "this runtime belongs to the parent of a fork(): its worker threads do not exist \
                  in this child process; build a new Runtime in the child (or exec first)"
             ),
-            SpawnErrorKind::ShuttingDown => write!(
-                f,
-                "the runtime is shutting down and accepts no new fibers"
-            ),
+            SpawnErrorKind::ShuttingDown => write!(f, "the runtime is shutting down and accepts no new fibers"),
             SpawnErrorKind::StackTooLarge { requested, maximum } => write!(
                 f,
                 "fiber stack size {requested} bytes is above the maximum of {maximum} bytes: \
@@ -432,10 +429,9 @@ impl JoinError {
     /// The panic message, when the payload is a string.
     pub fn panic_message(&self) -> Option<&str> {
         match &self.repr {
-            JoinRepr::Panicked(p) => p
-                .downcast_ref::<&'static str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str())),
+            JoinRepr::Panicked(p) => {
+                p.downcast_ref::<&'static str>().copied().or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+            }
             _ => None,
         }
     }
@@ -478,10 +474,9 @@ impl fmt::Display for JoinError {
                 Some(m) => write!(f, "the fiber panicked: {m}"),
                 None => write!(f, "the fiber panicked"),
             },
-            JoinRepr::Cancelled => write!(
-                f,
-                "the fiber was cancelled because its runtime shut down before it finished"
-            ),
+            JoinRepr::Cancelled => {
+                write!(f, "the fiber was cancelled because its runtime shut down before it finished")
+            }
             JoinRepr::CancelledByHandle => write!(f, "the fiber was cancelled (JoinHandle::cancel)"),
             JoinRepr::NoStack(m) => write!(
                 f,

@@ -16,10 +16,10 @@ use crate::{Policy, Topology};
 // Both tests: a round-robin (`RandomSteal`) runtime of 2 workers on one
 // node, the other worker kept busy (`occupy`) so that nobody steals.
 
-
 #[test]
 fn a_child_joined_at_once_never_reaches_the_other_worker() {
-    let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
+    let rt =
+        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
     let shared = rt.shared.clone();
     let (held, spawns) = rt.block_on(move || {
         let me = my_worker();
@@ -50,7 +50,8 @@ fn a_child_joined_at_once_never_reaches_the_other_worker() {
 
 #[test]
 fn a_held_child_goes_on_when_its_spawner_parks() {
-    let rt = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
+    let rt =
+        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RandomSteal).build().unwrap();
     let shared = rt.shared.clone();
     let (first_seen, ran_on) = rt.block_on(move || {
         let me = my_worker();

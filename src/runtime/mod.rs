@@ -49,8 +49,10 @@ mod builder;
 pub(crate) mod cancel;
 pub(crate) mod context;
 pub(crate) mod deadlock;
+pub(crate) mod dump;
 pub(crate) mod error;
 pub(crate) mod io;
+pub(crate) mod monitor;
 pub(crate) mod park;
 pub(crate) mod shared;
 pub(crate) mod spawn;
@@ -59,15 +61,13 @@ pub(crate) mod task;
 pub(crate) mod unpark;
 pub(crate) mod wait;
 pub(crate) mod worker;
-pub(crate) mod dump;
-pub(crate) mod monitor;
 
 pub use dump::{Dump, FiberDump, FiberState, Grouped, NodeDump, Wait, WaitKind, WorkerActivity, WorkerDump};
 pub use monitor::{StallCause, StallReport, DEFAULT_STALL_THRESHOLD};
 #[cfg(test)]
-mod probe_tests;
-#[cfg(test)]
 mod held_child_tests;
+#[cfg(test)]
+mod probe_tests;
 #[cfg(test)]
 mod test_support;
 
@@ -75,15 +75,15 @@ mod test_support;
 // uses to spawn, park, wake and ask about the running fiber. Nothing else
 // of the engine is meant to be reached from outside this folder.
 pub use builder::{max_workers, Builder, MAX_TIMER_SLACK, MIN_WORKER_LIMIT, WORKERS_PER_PU_LIMIT};
-pub use stats::{NodeStats, Stats, WorkerStats};
+pub(crate) use cancel::{cancel_point_current, current_requested as cancel_requested, request_in as cancel_in};
 pub(crate) use context::{current_cannot_suspend, set_wait_reason};
 pub(crate) use deadlock::IdleHelper;
 pub(crate) use park::{park, park_until, sleep, yield_after_failed_try, yield_now, Waiter};
 pub(crate) use spawn::{join, spawn_current, spawn_on, spawn_unchecked, SpawnOpts};
+pub use stats::{NodeStats, Stats, WorkerStats};
 pub(crate) use task::join::{wait_child, wait_child_or_cancel};
-pub(crate) use cancel::{cancel_point_current, current_requested as cancel_requested, request_in as cancel_in};
-pub(crate) use unpark::{current as current_unpark_handle, park as park_fiber, park_timeout as park_fiber_timeout};
 pub(crate) use task::locals::{current_slot as current_locals, LocalMap, LocalSlot};
+pub(crate) use unpark::{current as current_unpark_handle, park as park_fiber, park_timeout as park_fiber_timeout};
 
 /// The running fiber: id, name, worker index, NUMA node; `None` off a
 /// fiber.
@@ -124,15 +124,13 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::thread::JoinHandle as ThreadHandle;
 
-
-use crate::runtime::error::BuildError;
-use crate::runtime::task::job::Runnable;
-use crate::runtime::task::TaskRef;
-use crate::runtime::task::join::JoinHandle;
 use crate::policy::Policy;
+use crate::runtime::error::BuildError;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::join::JoinHandle;
+use crate::runtime::task::TaskRef;
 use crate::topology::Topology;
-
 
 /// A pool of pinned worker threads running fibers.
 ///
@@ -226,8 +224,7 @@ impl Runtime {
         // finishes, see `JoinHandle::join_watching`. Fibers that borrow
         // from the root (scoped children, `fiber::join` jobs) are destroyed
         // or awaited by the root's own unwinding.
-        let h = unsafe { spawn::spawn_unchecked(&shared, f, SpawnOpts::default()) }
-            .unwrap_or_else(|e| panic!("{e}"));
+        let h = unsafe { spawn::spawn_unchecked(&shared, f, SpawnOpts::default()) }.unwrap_or_else(|e| panic!("{e}"));
         let mut detector = crate::runtime::deadlock::Detector::default();
         let r = h.join_watching(&shared, crate::runtime::deadlock::POLL, |root| {
             use crate::runtime::deadlock::Verdict;
@@ -271,8 +268,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn::spawn_on(&self.shared, f, SpawnOpts::infallible())
-            .unwrap_or_else(|e| panic!("{e}"))
+        spawn::spawn_on(&self.shared, f, SpawnOpts::infallible()).unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -684,4 +680,3 @@ impl Drop for Runtime {
         self.shutdown_inner();
     }
 }
-

@@ -647,7 +647,8 @@ impl Monitor {
                 continue;
             }
             let starved = s.waiting_since != 0 && now - s.waiting_since >= self.threshold_ms;
-            let late = w.timers.next_deadline().map(|d| clock.saturating_duration_since(d)).filter(|d| *d >= self.threshold);
+            let late =
+                w.timers.next_deadline().map(|d| clock.saturating_duration_since(d)).filter(|d| *d >= self.threshold);
             let cause = if starved {
                 StallCause::Starved { fibers: queued }
             } else if let Some(d) = late {

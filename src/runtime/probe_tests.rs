@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::shared::Shared;
+use super::test_support::{my_worker, occupy};
 use super::worker::shared::PUBLISH_SLACK;
 use super::worker::SpawnerProbe;
-use super::test_support::{my_worker, occupy};
 use super::Runtime;
 use crate::fiber::{self, Builder};
 use crate::policy::LoadProbe;
@@ -80,7 +80,8 @@ fn a_worker_alone_on_its_node_publishes_nothing() {
     let rt = Runtime::builder().workers(2).topology(Topology::uniform(2, 1)).build().unwrap();
     assert!(rt.shared.workers.iter().all(|w| !w.published_len.enabled()));
     assert_eq!(rt.block_on(|| tree(3)), 64);
-    let rr = Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RoundRobin).build().unwrap();
+    let rr =
+        Runtime::builder().workers(2).topology(Topology::uniform(1, 2)).policy(Policy::RoundRobin).build().unwrap();
     assert!(rr.shared.workers.iter().all(|w| !w.published_len.enabled()));
 }
 

@@ -8,14 +8,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::policy::{LoadProbe, Scheduler, StealChunk};
+use crate::runtime::context;
+use crate::runtime::io::Reactor;
 use crate::runtime::task::stack::{StackMode, Stacks};
 use crate::runtime::task::TaskRef;
-use crate::policy::{LoadProbe, Scheduler, StealChunk};
-use crate::runtime::io::Reactor;
 use crate::runtime::worker::idle::Idle;
 use crate::runtime::worker::{SpawnerProbe, WorkerShared};
 use crate::topology::Topology;
-use crate::runtime::context;
 
 /// Parked fibers, so that shutdown can find and unwind them.
 pub(crate) struct Registry {
@@ -122,7 +122,6 @@ impl LoadProbe for Shared {
     }
 }
 
-
 impl Shared {
     pub(crate) fn new(
         workers: Box<[WorkerShared]>,
@@ -174,7 +173,6 @@ impl Shared {
         Arc::ptr_eq(&w.shared, self).then_some(w.index)
     }
 
-
     /// Choose the worker for a new fiber of spawner `me` (a worker of this
     /// runtime, or `None`), on the spawner's thread: `Scheduler::place`
     /// with the runtime's probe ([`SpawnerProbe`], [`PublishedLen`]) and the
@@ -192,7 +190,6 @@ impl Shared {
             None => self.sched.place_on_spawner_thread(None, self),
         }
     }
-
 
     /// Wake every worker (shutdown).
     pub(crate) fn wake_all(&self) {

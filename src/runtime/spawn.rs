@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 use crate::runtime::cancel::ShieldGuard;
-use crate::runtime::context::{self, cannot_suspend, current_is_cancelling, current_shared, current_shared_ptr, current_task};
+use crate::runtime::context::{
+    self, cannot_suspend, current_is_cancelling, current_shared, current_shared_ptr, current_task,
+};
 use crate::runtime::error::{SpawnError, SpawnErrorKind};
 use crate::runtime::park::{suspend, suspend_task};
 use crate::runtime::shared::Shared;
-use crate::runtime::worker::Counters;
 use crate::runtime::task::join::{current_shared_for_drain, settle_job, JoinHandle};
 use crate::runtime::task::{self, job, packet, stack, Suspend, TaskRef};
+use crate::runtime::worker::Counters;
 use crate::runtime::worker::WorkerLocal;
 use job::OwnedJob;
 
@@ -92,7 +94,11 @@ where
 /// anything it borrows goes away: `scope` and `join` wait for their
 /// children on every path, including unwinding and shutdown.
 #[track_caller]
-pub(crate) unsafe fn spawn_unchecked<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts) -> Result<JoinHandle<T>, SpawnError>
+pub(crate) unsafe fn spawn_unchecked<'a, F, T>(
+    shared: &Arc<Shared>,
+    f: F,
+    opts: SpawnOpts,
+) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
@@ -132,7 +138,12 @@ where
     };
     // SAFETY: forwarded (the caller's contract on what `f` borrows).
     let (task, packet) = unsafe { allocate(shared, local, new, f) };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
+    let handle = JoinHandle {
+        packet,
+        task: std::mem::ManuallyDrop::new(task.clone()),
+        shared: Arc::as_ptr(shared),
+        _p: PhantomData,
+    };
     // SAFETY: `place` sets `work_first` only when `me` is `Some`: this
     // thread runs a live worker of `shared`.
     unsafe { submit(shared, task, &at) };
@@ -150,7 +161,12 @@ where
 /// As [`spawn_unchecked`] (the closure is dropped before this returns).
 #[cold]
 #[inline(never)]
-unsafe fn spawn_cancelled<'a, F, T>(shared: &Arc<Shared>, f: F, opts: SpawnOpts, site: &'static std::panic::Location<'static>) -> JoinHandle<T>
+unsafe fn spawn_cancelled<'a, F, T>(
+    shared: &Arc<Shared>,
+    f: F,
+    opts: SpawnOpts,
+    site: &'static std::panic::Location<'static>,
+) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
@@ -172,7 +188,12 @@ where
     };
     // SAFETY: forwarded; the closure is dropped below, before we return.
     let (task, packet) = unsafe { allocate(shared, local, new, f) };
-    let handle = JoinHandle { packet, task: std::mem::ManuallyDrop::new(task.clone()), shared: Arc::as_ptr(shared), _p: PhantomData };
+    let handle = JoinHandle {
+        packet,
+        task: std::mem::ManuallyDrop::new(task.clone()),
+        shared: Arc::as_ptr(shared),
+        _p: PhantomData,
+    };
     // Never queued: we hold its run permission (`task` module docs, step
     // 1), so the destruction succeeds.
     let destroyed = crate::runtime::destroy(shared, &task);
@@ -304,7 +325,12 @@ fn place(shared: &Arc<Shared>, opts: &SpawnOpts, me: Option<usize>) -> Placement
 /// # Safety
 /// As [`spawn_unchecked`]: every borrow of `f` outlives the fiber.
 #[inline]
-unsafe fn allocate<'a, F, T>(shared: &Arc<Shared>, local: Option<&WorkerLocal>, new: task::NewTask, f: F) -> (TaskRef, packet::PacketRef<T>)
+unsafe fn allocate<'a, F, T>(
+    shared: &Arc<Shared>,
+    local: Option<&WorkerLocal>,
+    new: task::NewTask,
+    f: F,
+) -> (TaskRef, packet::PacketRef<T>)
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,

@@ -42,9 +42,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::runtime::cancel::cancel_point;
 use crate::runtime::context::{self, set_task_wait_reason};
 use crate::runtime::park::park_task;
-use crate::runtime::cancel::cancel_point;
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{wait_kind, Task, TaskRef, PARKING, UNPARK};
 

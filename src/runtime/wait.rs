@@ -88,10 +88,18 @@ enum WakerKind {
     /// call) when it is a worker of the waiter's runtime, else null; `wake`
     /// pushes through it without reading TLS again (same thread, no
     /// suspension in between: `Waker::wake`).
-    Fiber { task: *const Task, shared: SharedRef, run: Option<TaskRef>, local: *const WorkerLocal },
+    Fiber {
+        task: *const Task,
+        shared: SharedRef,
+        run: Option<TaskRef>,
+        local: *const WorkerLocal,
+    },
     /// A copy for a wake-up without a grant (`Inner::nodes`): the waiter
     /// may leave before it is woken, so this one holds a counted reference.
-    FiberRef { task: TaskRef, shared: SharedRef },
+    FiberRef {
+        task: TaskRef,
+        shared: SharedRef,
+    },
     Thread(Arc<ThreadFlag>),
 }
 

@@ -134,7 +134,8 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
             .map_err(fail)?;
         Ok(Dispatcher { handle, slots: std::sync::Mutex::new(HashMap::new()) })
     });
-    d.as_ref().map_err(|(k, m)| io::Error::new(*k, format!("numafiber::signal: could not start the signal dispatcher: {m}")))
+    d.as_ref()
+        .map_err(|(k, m)| io::Error::new(*k, format!("numafiber::signal: could not start the signal dispatcher: {m}")))
 }
 
 /// Step 2, on the dispatcher thread.
@@ -185,7 +186,10 @@ fn slot_for(kind: SignalKind) -> io::Result<Arc<Slot>> {
     slots.insert(sig, slot.clone());
     if let Err(e) = d.handle.add_signal(sig) {
         slots.remove(&sig);
-        return Err(io::Error::new(e.kind(), format!("numafiber::signal: cannot install a handler for signal {sig}: {e}")));
+        return Err(io::Error::new(
+            e.kind(),
+            format!("numafiber::signal: cannot install a handler for signal {sig}: {e}"),
+        ));
     }
     Ok(slot)
 }

@@ -4,7 +4,6 @@
 
 use super::*;
 
-
 /// splitmix64: the simulator's own seeded stream (cost jitter, DAGs).
 #[derive(Debug, Clone)]
 pub(crate) struct SplitMix(u64);
@@ -136,9 +135,9 @@ impl<'a> Sim<'a> {
                 sched.new_thief_state(w, seed)
             })
             .collect();
-        let main_cpu = cfg.main_cpu.unwrap_or_else(|| {
-            topo.nodes().iter().rev().find_map(|nd| nd.cpus.first().copied()).unwrap_or(0)
-        });
+        let main_cpu = cfg
+            .main_cpu
+            .unwrap_or_else(|| topo.nodes().iter().rev().find_map(|nd| nd.cpus.first().copied()).unwrap_or(0));
         let main_node = sched.node_of_cpu(main_cpu).unwrap_or(0);
         let workers = worker_node
             .iter()
@@ -502,9 +501,8 @@ impl Sim<'_> {
     /// node of the simulated [`SimConfig::main_cpu`], which is what
     /// `Scheduler::spawner_node` computes from `sched_getcpu`.
     fn place(&mut self, spawner: Option<usize>) -> usize {
-        let sim_cpu_node = spawner.is_none()
-            && self.sched.policy() == Policy::Nlh
-            && self.sched.options().spawner_node_from_cpu;
+        let sim_cpu_node =
+            spawner.is_none() && self.sched.policy() == Policy::Nlh && self.sched.options().spawner_node_from_cpu;
         if sim_cpu_node {
             let local = self.sched.node_of_cpu(self.main_cpu).unwrap_or(0);
             let chosen = self.sched.place_nlh(local, None, &Probe(&self.workers));
@@ -589,7 +587,11 @@ impl Sim<'_> {
                     self.log(|_| Decision::RecordSteal { thief: w, victim: v, success: true });
                     self.sched.fiber_moved(vnode, my_node, k);
                     self.log(|_| Decision::FiberMoved { from: vnode, to: my_node, count: k });
-                    cost += self.scaled(self.cfg.cost.steal_ns + self.cfg.cost.steal_per_fiber_ns * k as u64, my_node, vnode);
+                    cost += self.scaled(
+                        self.cfg.cost.steal_ns + self.cfg.cost.steal_per_fiber_ns * k as u64,
+                        my_node,
+                        vnode,
+                    );
                     found = Some(first);
                     break;
                 }

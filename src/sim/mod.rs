@@ -443,6 +443,5 @@ pub fn simulate(topo: &Topology, cfg: &SimConfig, workload: &Workload) -> Result
 
 mod engine;
 
-pub(crate) use engine::SplitMix;
 use engine::Sim;
-
+pub(crate) use engine::SplitMix;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::condvar::{Waiters, WaitTimeoutResult};
+use super::condvar::{WaitTimeoutResult, Waiters};
 
 /// A lock a [`CondvarAny`] can release and take again: `lock` blocks until
 /// the lock is held and returns the guard whose drop releases it.

@@ -124,10 +124,9 @@ impl fmt::Display for FutureError {
             FutureError::Taken => {
                 write!(f, "the value was already taken from this future by an earlier call")
             }
-            FutureError::Cancelled => write!(
-                f,
-                "the waiting fiber is being destroyed by its runtime's shutdown and cannot wait"
-            ),
+            FutureError::Cancelled => {
+                write!(f, "the waiting fiber is being destroyed by its runtime's shutdown and cannot wait")
+            }
         }
     }
 }

@@ -55,9 +55,8 @@ use std::time::Instant;
 
 use super::lock::{SpinGuard, SpinLock};
 
-pub(crate) use crate::runtime::wait::{Me, Node, Waker};
 use crate::runtime::wait::new_waiter;
-
+pub(crate) use crate::runtime::wait::{Me, Node, Waker};
 
 /// A queued waiter.
 pub(crate) struct Entry<P> {
@@ -141,11 +140,7 @@ impl<S, P> Inner<S, P> {
         // The front is live (`clean_front` keeps it so) and usually the
         // one wanted: pop it without a search and a tombstone.
         let front = self.waiters.front()?.entry.as_ref().is_some_and(|e| f(&e.payload));
-        let mut e = if front {
-            self.waiters.pop_front()?.entry?
-        } else {
-            self.take_first_where(f)?
-        };
+        let mut e = if front { self.waiters.pop_front()?.entry? } else { self.take_first_where(f)? };
         self.live -= 1;
         self.clean_front();
         fill(&mut e.payload);

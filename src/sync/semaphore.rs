@@ -173,9 +173,7 @@ impl Semaphore {
             if !q.has_waiters() && q.state.checked_add(n).is_none() {
                 let free = q.state;
                 drop(q);
-                panic!(
-                    "Semaphore::add_permits({n}) with {free} permits free would exceed usize::MAX permits"
-                );
+                panic!("Semaphore::add_permits({n}) with {free} permits free would exceed usize::MAX permits");
             }
             let mut left = n;
             while left > 0 {

@@ -68,10 +68,7 @@ pub struct TopologyError {
 
 impl TopologyError {
     pub(crate) fn new(kind: TopologyErrorKind, msg: impl Into<String>) -> TopologyError {
-        TopologyError {
-            kind,
-            msg: msg.into(),
-        }
+        TopologyError { kind, msg: msg.into() }
     }
 
     /// Which check failed.

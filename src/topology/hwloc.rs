@@ -71,9 +71,8 @@ fn build_restricted() -> Result<HwTopology, String> {
 fn real_topology() -> Result<&'static HwTopology, String> {
     static REAL: OnceLock<Result<HwTopology, String>> = OnceLock::new();
     REAL.get_or_init(|| {
-        let restricted = build_guarded(build_restricted)
-            .ok()
-            .filter(|t| t.objects_with_type(ObjectType::PU).next().is_some());
+        let restricted =
+            build_guarded(build_restricted).ok().filter(|t| t.objects_with_type(ObjectType::PU).next().is_some());
         match restricted {
             Some(t) => Ok(t),
             None => match catch_unwind(HwTopology::new) {
@@ -86,7 +85,6 @@ fn real_topology() -> Result<&'static HwTopology, String> {
     .as_ref()
     .map_err(Clone::clone)
 }
-
 
 /// The last topology [`detect`] returned and the CPU affinity it was
 /// computed under. hwloc's topology is built once per process
@@ -149,8 +147,7 @@ fn detect_uncached(allowed: &[usize]) -> Result<Topology, TopologyError> {
     // Rows and columns of the nodes kept (all of them if none was).
     let any_kept = keep.iter().any(|&k| k);
     let idx: Vec<usize> = (0..keep.len()).filter(|&i| keep[i] || !any_kept).collect();
-    let matrix =
-        matrix.map(|m| m.map(|m| idx.iter().map(|&a| idx.iter().map(|&b| m[a][b]).collect()).collect()));
+    let matrix = matrix.map(|m| m.map(|m| idx.iter().map(|&a| idx.iter().map(|&b| m[a][b]).collect()).collect()));
     let base = match restricted {
         Some(n) => format!("detected, restricted to the {n} of {total} PUs the process CPU affinity allows"),
         None => "detected".to_string(),
@@ -159,10 +156,7 @@ fn detect_uncached(allowed: &[usize]) -> Result<Topology, TopologyError> {
         Ok(m) => (m, base),
         // A machine's own matrix we cannot use must not stop the program:
         // fall back to 10/20 and say why in the description.
-        Err(why) => (
-            None,
-            format!("{base} (hwloc distance matrix ignored: {why})"),
-        ),
+        Err(why) => (None, format!("{base} (hwloc distance matrix ignored: {why})")),
     };
     let t = Topology::from_parts(nodes, node_os, matrix, true, description);
     t.validate()?;
@@ -199,13 +193,7 @@ pub(super) fn synthetic(desc: &str) -> Result<Topology, TopologyError> {
     })
     .map_err(invalid)?;
     let (nodes, node_os, matrix) = extract(&hw);
-    let t = Topology::from_parts(
-        nodes,
-        node_os,
-        matrix.ok().flatten(),
-        false,
-        format!("synthetic:{desc}"),
-    );
+    let t = Topology::from_parts(nodes, node_os, matrix.ok().flatten(), false, format!("synthetic:{desc}"));
     t.validate()?;
     Ok(t)
 }
@@ -419,9 +407,7 @@ pub(super) fn from_xml_file(path: &Path) -> Result<Topology, TopologyError> {
     if meta.is_dir() {
         return Err(TopologyError::new(
             K::XmlFileUnreadable,
-            format!(
-                "`{shown}` is a directory, not an hwloc XML file; give the path of the .xml file"
-            ),
+            format!("`{shown}` is a directory, not an hwloc XML file; give the path of the .xml file"),
         ));
     }
     if !meta.is_file() {
@@ -502,7 +488,10 @@ fn parse_xml(xml: &str) -> Result<HwTopology, String> {
         })
     };
     std::thread::scope(|s| {
-        match std::thread::Builder::new().name("numafiber-xml".into()).stack_size(XML_PARSE_STACK).spawn_scoped(s, parse)
+        match std::thread::Builder::new()
+            .name("numafiber-xml".into())
+            .stack_size(XML_PARSE_STACK)
+            .spawn_scoped(s, parse)
         {
             Ok(h) => h.join().unwrap_or_else(|_| Err("hwloc failed unexpectedly".into())),
             Err(_) => parse(),
@@ -513,56 +502,31 @@ fn parse_xml(xml: &str) -> Result<HwTopology, String> {
 /// Nodes (with PUs), their OS indexes, and the NUMA latency matrix:
 /// `Ok(None)` = the source has none; `Err(why)` = it has one we cannot use.
 #[allow(clippy::type_complexity)]
-fn extract(
-    hw: &HwTopology,
-) -> (
-    Vec<NumaNode>,
-    Vec<Option<usize>>,
-    Result<Option<Vec<Vec<u32>>>, String>,
-) {
+fn extract(hw: &HwTopology) -> (Vec<NumaNode>, Vec<Option<usize>>, Result<Option<Vec<Vec<u32>>>, String>) {
     // hwloc NUMA nodes in logical order, with their cpusets.
     let hw_nodes: Vec<_> = hw.objects_with_type(ObjectType::NUMANode).collect();
-    let mut pus: Vec<usize> = hw
-        .objects_with_type(ObjectType::PU)
-        .map(|pu| pu.os_index().unwrap_or_else(|| pu.logical_index()))
-        .collect();
+    let mut pus: Vec<usize> =
+        hw.objects_with_type(ObjectType::PU).map(|pu| pu.os_index().unwrap_or_else(|| pu.logical_index())).collect();
     pus.sort_unstable();
     pus.dedup();
     // PU -> index in hw_nodes of the first node covering it; uncovered -> node 0.
     let mut cpus_of: Vec<Vec<usize>> = vec![Vec::new(); hw_nodes.len().max(1)];
     for &p in &pus {
-        let owner = hw_nodes
-            .iter()
-            .position(|n| n.cpuset().is_some_and(|cs| cs.is_set(p)))
-            .unwrap_or(0);
+        let owner = hw_nodes.iter().position(|n| n.cpuset().is_some_and(|cs| cs.is_set(p))).unwrap_or(0);
         cpus_of[owner].push(p);
     }
     // Keep nodes that have PUs (memory-only nodes cannot host workers).
-    let kept: Vec<usize> = (0..cpus_of.len())
-        .filter(|&i| !cpus_of[i].is_empty())
-        .collect();
-    let nodes: Vec<NumaNode> = kept
-        .iter()
-        .enumerate()
-        .map(|(id, &i)| NumaNode {
-            id,
-            cpus: cpus_of[i].clone(),
-        })
-        .collect();
-    let node_os: Vec<Option<usize>> = kept
-        .iter()
-        .map(|&i| hw_nodes.get(i).and_then(|n| n.os_index()))
-        .collect();
+    let kept: Vec<usize> = (0..cpus_of.len()).filter(|&i| !cpus_of[i].is_empty()).collect();
+    let nodes: Vec<NumaNode> =
+        kept.iter().enumerate().map(|(id, &i)| NumaNode { id, cpus: cpus_of[i].clone() }).collect();
+    let node_os: Vec<Option<usize>> = kept.iter().map(|&i| hw_nodes.get(i).and_then(|n| n.os_index())).collect();
 
     let matrix = (|| {
         let all = hw
             .distances_with_type(None, ObjectType::NUMANode)
             .map_err(|e| format!("hwloc could not list distance matrices: {e}"))?;
         // Prefer latency matrices; a bandwidth matrix grows the wrong way.
-        let Some(d) = all
-            .iter()
-            .find(|d| !d.kind().contains(DistancesKind::MEANS_BANDWIDTH))
-        else {
+        let Some(d) = all.iter().find(|d| !d.kind().contains(DistancesKind::MEANS_BANDWIDTH)) else {
             return Ok(None);
         };
         let n = nodes.len();
@@ -585,8 +549,7 @@ fn extract(
         for (a, &ia) in idx.iter().enumerate() {
             for (b, &ib) in idx.iter().enumerate() {
                 let v = vals[ia * k + ib];
-                m[a][b] =
-                    u32::try_from(v).map_err(|_| format!("distance {v} does not fit in u32"))?;
+                m[a][b] = u32::try_from(v).map_err(|_| format!("distance {v} does not fit in u32"))?;
             }
         }
         check_matrix(&m, n, "hwloc distance matrix").map_err(|e| e.to_string())?;
@@ -632,11 +595,9 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     }
     let mut set = CpuSet::new();
     set.set(cpu);
-    catch_unwind(AssertUnwindSafe(|| {
-        hw.bind_cpu(&set, CpuBindingFlags::THREAD)
-    }))
-    .map_err(|_| format!("cannot pin thread to cpu {cpu}: hwloc panicked in bind_cpu"))?
-    .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_cpu(THREAD) failed: {e}"))
+    catch_unwind(AssertUnwindSafe(|| hw.bind_cpu(&set, CpuBindingFlags::THREAD)))
+        .map_err(|_| format!("cannot pin thread to cpu {cpu}: hwloc panicked in bind_cpu"))?
+        .map_err(|e| format!("cannot pin thread to cpu {cpu}: hwloc bind_cpu(THREAD) failed: {e}"))
 }
 
 /// The CPU (OS index) the calling thread runs on right now (`sched_getcpu`),
@@ -694,9 +655,7 @@ pub fn allowed_cpus() -> Vec<usize> {
         let bytes = words * 8;
         // SAFETY: `mask` is `bytes` long and writable; the kernel writes at
         // most `bytes` bytes; getpid has no preconditions.
-        let r = unsafe {
-            libc::sched_getaffinity(libc::getpid(), bytes, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
-        };
+        let r = unsafe { libc::sched_getaffinity(libc::getpid(), bytes, mask.as_mut_ptr().cast::<libc::cpu_set_t>()) };
         if r == 0 {
             // The set bits only (a bit-by-bit scan of the 1,024 bits was
             // 14,000 instructions per runtime build).
@@ -727,10 +686,9 @@ fn real_cpu_list() -> &'static [usize] {
     static CPUS: OnceLock<Vec<usize>> = OnceLock::new();
     CPUS.get_or_init(|| {
         let mut v: Vec<usize> = match real_topology() {
-            Ok(hw) => hw
-                .objects_with_type(ObjectType::PU)
-                .filter_map(hwlocality::object::TopologyObject::os_index)
-                .collect(),
+            Ok(hw) => {
+                hw.objects_with_type(ObjectType::PU).filter_map(hwlocality::object::TopologyObject::os_index).collect()
+            }
             Err(_) => Vec::new(),
         };
         v.sort_unstable();
@@ -787,6 +745,8 @@ mod tests {
         assert_eq!(rn, fn_, "NUMA nodes and their PUs");
         assert_eq!(ro, fo, "OS node numbers");
         assert_eq!(rm, fm, "distance matrix");
-        assert!(restricted.objects_with_type(ObjectType::Core).count() == full.objects_with_type(ObjectType::Core).count());
+        assert!(
+            restricted.objects_with_type(ObjectType::Core).count() == full.objects_with_type(ObjectType::Core).count()
+        );
     }
 }

@@ -41,8 +41,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub use error::{TopologyError, TopologyErrorKind};
-pub use hwloc::{allowed_cpus, current_cpu, pin_current_thread, real_cpus};
 pub(crate) use hwloc::bind_area_to_node;
+pub use hwloc::{allowed_cpus, current_cpu, pin_current_thread, real_cpus};
 
 use TopologyErrorKind as K;
 
@@ -168,19 +168,7 @@ pub struct Topology {
 
 /// The 10 local / 20 remote matrix for `n` nodes.
 fn default_matrix(n: usize) -> Vec<Vec<u32>> {
-    (0..n)
-        .map(|a| {
-            (0..n)
-                .map(|b| {
-                    if a == b {
-                        LOCAL_DISTANCE
-                    } else {
-                        REMOTE_DISTANCE
-                    }
-                })
-                .collect()
-        })
-        .collect()
+    (0..n).map(|a| (0..n).map(|b| if a == b { LOCAL_DISTANCE } else { REMOTE_DISTANCE }).collect()).collect()
 }
 
 /// Check a distance matrix for `n` nodes: shape, no zeros, diagonal is the
@@ -231,20 +219,11 @@ pub(crate) fn check_matrix(m: &[Vec<u32>], n: usize, source: &str) -> Result<(),
             ));
         }
     }
-    let asym: Vec<(usize, usize)> = pairs(n)
-        .filter(|&(i, j)| i < j && m[i][j] != m[j][i])
-        .collect();
+    let asym: Vec<(usize, usize)> = pairs(n).filter(|&(i, j)| i < j && m[i][j] != m[j][i]).collect();
     if !asym.is_empty() {
-        let detail: Vec<String> = asym
-            .iter()
-            .take(8)
-            .map(|&(i, j)| format!("[{i}][{j}]={} vs [{j}][{i}]={}", m[i][j], m[j][i]))
-            .collect();
-        let more = if asym.len() > 8 {
-            format!(" and {} more", asym.len() - 8)
-        } else {
-            String::new()
-        };
+        let detail: Vec<String> =
+            asym.iter().take(8).map(|&(i, j)| format!("[{i}][{j}]={} vs [{j}][{i}]={}", m[i][j], m[j][i])).collect();
+        let more = if asym.len() > 8 { format!(" and {} more", asym.len() - 8) } else { String::new() };
         return Err(TopologyError::new(
             K::AsymmetricDistances,
             format!(
@@ -409,23 +388,15 @@ impl Topology {
     #[must_use]
     pub fn uniform(nodes: usize, pus_per_node: usize) -> Topology {
         if let Some(why) = uniform_too_large(nodes, pus_per_node) {
-            let mut t = Topology::from_parts(Vec::new(), Vec::new(), None, false, format!("uniform:{nodes}x{pus_per_node}"));
+            let mut t =
+                Topology::from_parts(Vec::new(), Vec::new(), None, false, format!("uniform:{nodes}x{pus_per_node}"));
             t.too_large = Some(why);
             return t;
         }
         let nodes_v: Vec<NumaNode> = (0..nodes)
-            .map(|n| NumaNode {
-                id: n,
-                cpus: (n * pus_per_node..(n + 1) * pus_per_node).collect(),
-            })
+            .map(|n| NumaNode { id: n, cpus: (n * pus_per_node..(n + 1) * pus_per_node).collect() })
             .collect();
-        Topology::from_parts(
-            nodes_v,
-            vec![None; nodes],
-            None,
-            false,
-            format!("uniform:{nodes}x{pus_per_node}"),
-        )
+        Topology::from_parts(nodes_v, vec![None; nodes], None, false, format!("uniform:{nodes}x{pus_per_node}"))
     }
 
     /// Like [`uniform`](Self::uniform), but rejects zero nodes or zero PUs,
@@ -669,11 +640,7 @@ impl Topology {
     /// assert_eq!(nodes, vec![0, 0, 1, 1, 0, 0]);
     /// assert!(topo.plan_workers(6, true).is_err());
     /// ```
-    pub fn plan_workers(
-        &self,
-        workers: usize,
-        strict: bool,
-    ) -> Result<Vec<WorkerSlot>, TopologyError> {
+    pub fn plan_workers(&self, workers: usize, strict: bool) -> Result<Vec<WorkerSlot>, TopologyError> {
         self.validate()?;
         let pus = self.num_pus();
         if workers == 0 {
@@ -694,30 +661,15 @@ impl Topology {
                 ),
             ));
         }
-        let logical: Vec<(usize, usize)> = self
-            .nodes
-            .iter()
-            .flat_map(|n| n.cpus.iter().map(move |&c| (n.id, c)))
-            .collect();
-        let real = if self.this_machine {
-            Vec::new()
-        } else {
-            real_cpus()
-        };
+        let logical: Vec<(usize, usize)> =
+            self.nodes.iter().flat_map(|n| n.cpus.iter().map(move |&c| (n.id, c))).collect();
+        let real = if self.this_machine { Vec::new() } else { real_cpus() };
         Ok((0..workers)
             .map(|w| {
                 let l = w % pus;
                 let (node, os_pu) = logical[l];
-                let cpu = if self.this_machine || real.is_empty() {
-                    os_pu
-                } else {
-                    real[l % real.len()]
-                };
-                WorkerSlot {
-                    logical_pu: l,
-                    node,
-                    cpu,
-                }
+                let cpu = if self.this_machine || real.is_empty() { os_pu } else { real[l % real.len()] };
+                WorkerSlot { logical_pu: l, node, cpu }
             })
             .collect())
     }
@@ -759,17 +711,9 @@ impl Topology {
         };
         match form {
             "uniform" => {
-                let (n, p) = rest
-                    .split_once(['x', 'X'])
-                    .ok_or_else(|| bad("lacks the `x` in NxP"))?;
-                let n: usize = n
-                    .trim()
-                    .parse()
-                    .map_err(|_| bad("has a node count that is not a number"))?;
-                let p: usize = p
-                    .trim()
-                    .parse()
-                    .map_err(|_| bad("has a PU count that is not a number"))?;
+                let (n, p) = rest.split_once(['x', 'X']).ok_or_else(|| bad("lacks the `x` in NxP"))?;
+                let n: usize = n.trim().parse().map_err(|_| bad("has a node count that is not a number"))?;
+                let p: usize = p.trim().parse().map_err(|_| bad("has a PU count that is not a number"))?;
                 Topology::try_uniform(n, p)
             }
             "synthetic" => Topology::synthetic(rest),
@@ -786,10 +730,7 @@ mod tests {
 
     #[test]
     fn default_matrix_is_10_20() {
-        assert_eq!(
-            default_matrix(3),
-            vec![vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]
-        );
+        assert_eq!(default_matrix(3), vec![vec![10, 20, 20], vec![20, 10, 20], vec![20, 20, 10]]);
         assert!(default_matrix(0).is_empty());
     }
 

@@ -130,7 +130,8 @@ mod tests {
 
     #[test]
     fn what_holds_no_element_does_not_count() {
-        let inner = "<object a=\"x>y\" b='/>'><info name=\"k\" value=\"v\"/><!-- <a><b><c> --><![CDATA[<d><e>]]></object>";
+        let inner =
+            "<object a=\"x>y\" b='/>'><info name=\"k\" value=\"v\"/><!-- <a><b><c> --><![CDATA[<d><e>]]></object>";
         let mut s = String::from("<!DOCTYPE t [ <!ELEMENT t ANY> <!ATTLIST t a CDATA \">\"> ]>");
         for _ in 0..MAX_XML_DEPTH - 1 {
             s.push_str("<t>");

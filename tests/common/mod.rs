@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use numafiber::{fiber, Runtime, Topology};
 use numafiber::sync::{Barrier, Mutex};
+use numafiber::{fiber, Runtime, Topology};
 
 /// The text of a panic payload (`String` or `&str`), empty otherwise.
 pub fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {

@@ -26,7 +26,12 @@ enum Got {
 /// cancellation point (step 2) and ends its wait: a cancelled fiber
 /// unwinds through the wait's guard (remove the entry; if it is gone, the
 /// grant is passed back), one that is not ends through its signal.
-fn resume_receiver(fiber: &FiberState, q: &HandoffQueue, cell: &HandoffCell, waiter: &loom::sync::Mutex<Option<HandoffWaiter>>) -> Got {
+fn resume_receiver(
+    fiber: &FiberState,
+    q: &HandoffQueue,
+    cell: &HandoffCell,
+    waiter: &loom::sync::Mutex<Option<HandoffWaiter>>,
+) -> Got {
     assert!(fiber.transition_to_running(), "a pushed fiber gets the run permission");
     let w = waiter.lock().unwrap().take().expect("the fiber is resumed exactly once");
     if fiber.cancel_requested() {
@@ -81,7 +86,10 @@ fn cancel_vs_grant() {
             Got::Received(v) | Got::PassedBack(v) => Some(v),
             Got::Nothing => None,
         };
-        assert!(value_at_end.is_some() != back.is_some(), "the value is in exactly one place: {got:?}, sender has {back:?}");
+        assert!(
+            value_at_end.is_some() != back.is_some(),
+            "the value is in exactly one place: {got:?}, sender has {back:?}"
+        );
         assert_eq!(value_at_end.or(back), Some(7));
         assert!(waiter.lock().unwrap().is_none());
         // Whatever happened, the cancellation request is there for the

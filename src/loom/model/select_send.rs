@@ -5,7 +5,6 @@ use super::QueueLock;
 use crate::sync::queue::Inner;
 use crate::sync::select::{Token, TokenRef};
 
-
 /// A select's send entry, as `channel::Slot::SelSend`: the value (in the
 /// queue while the arm is registered) and the select's token.
 type SelSendEntry = (u64, TokenRef);
@@ -38,7 +37,10 @@ impl SendArmWaiter {
 
 impl SendArmModel {
     pub fn new() -> SendArmModel {
-        SendArmModel { queue: QueueLock::new_loom(Inner::new(false)), closed: ::loom::sync::atomic::AtomicBool::new(false) }
+        SendArmModel {
+            queue: QueueLock::new_loom(Inner::new(false)),
+            closed: ::loom::sync::atomic::AtomicBool::new(false),
+        }
     }
     /// Step 2 (`SendArm::register` -> `Sender::sel_register`): reset the
     /// token and queue the value with an entry, unless the channel is over.

@@ -224,7 +224,6 @@ impl Runtime {
     pub fn set_park_backtraces(&self, on: bool) {
         self.shared.insight.traces.set(on);
     }
-
 }
 
 impl Handle {
@@ -252,5 +251,4 @@ impl Handle {
     pub fn set_park_backtraces(&self, on: bool) {
         self.shared.insight.traces.set(on);
     }
-
 }

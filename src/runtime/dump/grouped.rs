@@ -55,7 +55,9 @@ impl<'a> Grouped<'a> {
                     if let Some(e) = last.take().and_then(|(q, n)| Some((by_ptr.get_mut(&q)?, n))) {
                         e.0 .0 += e.1;
                     }
-                    by_ptr.entry(p).or_insert((0, Key { state: f.state, wait, wait_site: f.wait_site, spawn_site: f.spawn_site }));
+                    by_ptr
+                        .entry(p)
+                        .or_insert((0, Key { state: f.state, wait, wait_site: f.wait_site, spawn_site: f.spawn_site }));
                     last = Some((p, 1));
                 }
             }
@@ -108,7 +110,11 @@ impl fmt::Display for Grouped<'_> {
                 .map(|w| match w.running {
                     Some(id) if w.held => format!("{}: fiber {id} [held]", w.index),
                     Some(id) => format!("{}: fiber {id}", w.index),
-                    None => format!("{}: {}", w.index, if w.activity == super::WorkerActivity::Parked { "parked" } else { "searching" }),
+                    None => format!(
+                        "{}: {}",
+                        w.index,
+                        if w.activity == super::WorkerActivity::Parked { "parked" } else { "searching" }
+                    ),
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

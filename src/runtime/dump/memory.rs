@@ -53,7 +53,9 @@ pub(super) fn fill(fibers: &mut [FiberDump], stacks: &[(usize, usize)], mode: St
     let (low_found, high_found) = std::thread::scope(|s| {
         let h = match high.is_empty() {
             true => None,
-            false => std::thread::Builder::new().name("numafiber-dump".into()).spawn_scoped(s, || touched(high, page)).ok(),
+            false => {
+                std::thread::Builder::new().name("numafiber-dump".into()).spawn_scoped(s, || touched(high, page)).ok()
+            }
         };
         let low_found = touched(low, page);
         // A helper that could not start or failed: its half asked here.

@@ -104,12 +104,12 @@
 //! first line, not listed.
 
 mod api;
+mod display;
 mod grouped;
 mod memory;
 pub(crate) mod running;
 pub(crate) mod signal;
 pub(crate) mod trace;
-mod display;
 pub(crate) use display::Secs;
 #[cfg(feature = "tracing")]
 pub(crate) mod fiber_tracing;
@@ -120,8 +120,8 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::runtime::task::{self, wait_kind, Task, TaskRef};
 use crate::runtime::shared::Shared;
+use crate::runtime::task::{self, wait_kind, Task, TaskRef};
 
 pub use grouped::Grouped;
 
@@ -776,7 +776,12 @@ fn running_fibers(shared: &Shared, shut_down: bool) -> Vec<Option<TaskRef>> {
 /// Every registered fiber not running now, in id order, after the running
 /// ones `fibers` holds. Returns how many of them were queued (their queue
 /// entries were counted with the workers).
-fn capture_registered(shared: &Shared, now: u64, fibers: &mut Vec<FiberDump>, stacks: &mut Vec<(usize, usize)>) -> usize {
+fn capture_registered(
+    shared: &Shared,
+    now: u64,
+    fibers: &mut Vec<FiberDump>,
+    stacks: &mut Vec<(usize, usize)>,
+) -> usize {
     let nrunning = fibers.len();
     let mut queued = 0usize;
     // Read every registered task once, in id order: the ids are sorted

@@ -48,8 +48,8 @@
 use std::sync::atomic::{compiler_fence, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, OnceLock};
 
-use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::shared::Shared;
+use crate::runtime::task::{Task, TaskRef};
 use crate::runtime::worker::WorkerShared;
 
 /// Per worker (in `WorkerShared::insight`).

@@ -154,7 +154,8 @@ pub(crate) fn write_trimmed(f: &mut std::fmt::Formatter<'_>, bt: &Backtrace, ind
             },
         }
     }
-    let runtime_capture = |s: &str| s.starts_with("numafiber::runtime::dump::trace::") || s.starts_with("numafiber::runtime::context::");
+    let runtime_capture =
+        |s: &str| s.starts_with("numafiber::runtime::dump::trace::") || s.starts_with("numafiber::runtime::context::");
     let start = frames.iter().position(|fr| !runtime_capture(fr.0)).unwrap_or(0);
     let mut end = frames[start..]
         .iter()

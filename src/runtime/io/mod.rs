@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use mio::event::Source;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
-use crate::runtime::task::TaskRef;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::TaskRef;
 
 use self::driver::{Gate, PollFlag};
 

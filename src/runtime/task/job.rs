@@ -34,16 +34,16 @@
 //! before it first runs, and that runner then drops the closure unrun
 //! (loom model `join_cancel_vs_steal`).
 
+use crate::loom::sync::Mutex;
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use crate::loom::sync::Mutex;
 
 use crate::loom::cell::UnsafeCell as TrackedUnsafeCell;
 use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
 
-use crate::runtime::task::up::{self, park, JoinError, Waiter};
 use crate::runtime::task::packet::FiberMain;
+use crate::runtime::task::up::{self, park, JoinError, Waiter};
 use crate::runtime::task::TaskRef;
 
 /// What the deques and inboxes hold.
@@ -257,7 +257,11 @@ where
     /// is, cancel the job (module docs, "Cancelling a stolen job"):
     /// `cancel_runner` gets the runner fiber if it exists already. Also
     /// returns whether the job was cancelled so.
-    pub(crate) fn wait_or_cancel(&self, requested: impl Fn() -> bool, cancel_runner: impl FnOnce(TaskRef)) -> (Result<R, JoinError>, bool) {
+    pub(crate) fn wait_or_cancel(
+        &self,
+        requested: impl Fn() -> bool,
+        cancel_runner: impl FnOnce(TaskRef),
+    ) -> (Result<R, JoinError>, bool) {
         let mut cancel_runner = Some(cancel_runner);
         self.header.latch.wait(|| {
             if cancel_runner.is_some() && requested() {
@@ -277,7 +281,6 @@ where
         let r = self.result.with_mut(|p| unsafe { (*p).take() }).unwrap_or_else(|| Err(JoinError::cancelled()));
         (r, cancel_runner.is_none())
     }
-
 
     /// loom models only: the owner is about to free the job (it observed
     /// the final latch state). Claims exclusive access to every part the

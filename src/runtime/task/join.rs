@@ -6,8 +6,11 @@ use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::task::up::{self, clear_task_wait_reason, current_is_cancelling, park, reclaim, set_task_wait_reason_at, set_wait_reason, JoinError, Shared};
 use crate::runtime::task::packet::{self, Completion};
+use crate::runtime::task::up::{
+    self, clear_task_wait_reason, current_is_cancelling, park, reclaim, set_task_wait_reason_at, set_wait_reason,
+    JoinError, Shared,
+};
 use crate::runtime::task::{self, TaskRef};
 
 /// An owned permission to join a fiber (`std::thread::JoinHandle` shape).

@@ -199,7 +199,7 @@ fn prefetch_lines(addr: usize, n: usize) {
         // faults (an unmapped address is dropped), so any address is fine.
         unsafe {
             core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                addr.wrapping_add(i * 64) as *const i8,
+                addr.wrapping_add(i * 64) as *const i8
             )
         };
     }
@@ -385,7 +385,6 @@ pub(crate) mod wait_kind {
         })
     }
 }
-
 
 // SAFETY (the one `Send`/`Sync` argument for fibers): a `Task` is shared
 // between threads through `Arc`, but its non-`Sync` parts (`body`, which

@@ -91,8 +91,8 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::task::{NewTask, TaskRef};
 use crate::runtime::task::up::{self, Counters};
+use crate::runtime::task::{NewTask, TaskRef};
 
 /// Most tasks one worker's pool keeps (module docs, "Bound and memory").
 pub(crate) const TASK_POOL_CAP: usize = 256;

@@ -17,8 +17,13 @@
 //!   the deadlock detector's `block_on` root (`deadlock.rs`), the per-worker
 //!   counters (`worker/shared.rs`), and the public `JoinError` (`error.rs`).
 
-pub(crate) use crate::runtime::cancel::{current_requested as cancel_requested, request_at as cancel_request_at, run_main, Cancelled};
-pub(crate) use crate::runtime::context::{clear_task_wait_reason, current_id, current_is_cancelling, current_task_ptr, note_completed, set_task_wait_reason_at, set_wait_reason, worker_ptr};
+pub(crate) use crate::runtime::cancel::{
+    current_requested as cancel_requested, request_at as cancel_request_at, run_main, Cancelled,
+};
+pub(crate) use crate::runtime::context::{
+    clear_task_wait_reason, current_id, current_is_cancelling, current_task_ptr, note_completed,
+    set_task_wait_reason_at, set_wait_reason, worker_ptr,
+};
 pub(crate) use crate::runtime::deadlock::BlockOnRoot;
 pub(crate) use crate::runtime::destroy;
 pub(crate) use crate::runtime::error::JoinError;

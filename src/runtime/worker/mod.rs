@@ -31,20 +31,20 @@ pub(crate) use shared::{Counters, PublishedLen, SpawnerProbe, WorkerShared};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
-use yield_queue::YieldQueue;
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use std::time::Instant;
+use yield_queue::YieldQueue;
 
 use crossbeam_deque::Worker as Deque;
 
-use crate::runtime::task::stack::{StackMode, StackPool};
-use crate::runtime::task::job::Runnable;
-use crate::runtime::task::{Task, TaskRef};
-use crate::runtime::task::pool::TaskPool;
 use crate::policy::ThiefState;
 use crate::runtime::context;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::job::Runnable;
+use crate::runtime::task::pool::TaskPool;
+use crate::runtime::task::stack::{StackMode, StackPool};
+use crate::runtime::task::{Task, TaskRef};
 
 /// Every this many fibers run, the fairness pass serves one of the queues
 /// a busy worker's usual order may never reach (at the first pick after

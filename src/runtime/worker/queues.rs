@@ -53,7 +53,10 @@ use crate::runtime::task::job::Runnable;
 use crate::runtime::task::stack::budget;
 use crate::runtime::task::TaskRef;
 
-use super::{Next, WorkerLocal, WorkerShared, BEHIND_MAX, FAIRNESS_TICKS, FAIR_QUEUES, INBOX_BACKLOG, SLOT_STREAK_MAX, SURPLUS_SKIP};
+use super::{
+    Next, WorkerLocal, WorkerShared, BEHIND_MAX, FAIRNESS_TICKS, FAIR_QUEUES, INBOX_BACKLOG, SLOT_STREAK_MAX,
+    SURPLUS_SKIP,
+};
 
 impl WorkerLocal {
     /// Work was pushed onto this worker's own deque (`fiber::join`): let an

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use corosensei::{Coroutine, CoroutineResult};
 
-use crate::runtime::error::JoinError;
 use super::Counters;
+use crate::runtime::error::JoinError;
 use crate::runtime::task::job::{JobMain, JobRef, Runnable};
 use crate::runtime::task::stack::{FiberStack, StackError};
 use crate::runtime::task::{NewTask, Suspend, Task, TaskRef};
@@ -125,7 +125,11 @@ impl WorkerLocal {
             self.after_resume(&task, behind);
             match r {
                 CoroutineResult::Yield(Suspend::Yield) => {
-                    if self.can_share && task.pinned().is_none() && self.shared.has_idle_workers() && self.has_other_work() {
+                    if self.can_share
+                        && task.pinned().is_none()
+                        && self.shared.has_idle_workers()
+                        && self.has_other_work()
+                    {
                         self.give_away_yielded(task);
                         return;
                     }

@@ -257,7 +257,10 @@ impl WorkerShared {
     }
 
     pub(crate) fn has_stealable_work(&self) -> bool {
-        !self.stealer.is_empty() || !self.ready_stealer.is_empty() || !self.batch_stealer.is_empty() || !self.inbox.is_empty()
+        !self.stealer.is_empty()
+            || !self.ready_stealer.is_empty()
+            || !self.batch_stealer.is_empty()
+            || !self.inbox.is_empty()
     }
 }
 

@@ -209,9 +209,7 @@ impl WorkerLocal {
                 Steal::Retry => continue,
             }
         }
-        self.steal_wake_slot(v)
-            .or_else(|| self.steal_held(v))
-            .map(|t| (Runnable::Task(t), 1))
+        self.steal_wake_slot(v).or_else(|| self.steal_held(v)).map(|t| (Runnable::Task(t), 1))
     }
 
     /// Take worker `v`'s held-back child (`WorkerShared::held`) once it

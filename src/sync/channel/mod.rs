@@ -70,9 +70,9 @@ mod select_ops;
 pub use error::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
 pub use never::{never, never_sender};
 
+use crate::runtime::task::wait_kind;
 use crate::sync::queue::{Entry, Handoff, HandoffPtr, Me, Outcome, Reason, WaitQueue};
 use crate::sync::select::TokenRef;
-use crate::runtime::task::wait_kind;
 
 enum Slot<T> {
     /// A blocked receiver: where a sender puts the value for it.
@@ -265,7 +265,6 @@ fn new<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
 }
-
 
 impl<T> Chan<T> {
     /// Close the channel (either end's `close`): under the lock set the
@@ -822,7 +821,6 @@ impl<T> Drop for Receiver<T> {
         }
     }
 }
-
 
 impl<T> fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,10 +1,8 @@
 //! The arms of a select and its one-shot token: how each channel operation is tried, queued, granted and withdrawn (steps 1-4 of the protocol in the module above).
 
-
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::sync::channel::{Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError};
 use crate::sync::queue::Handoff;
-use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
-
 
 /// The token is not claimed (entries of this round may be granted).
 pub(super) const WAITING: usize = 0;

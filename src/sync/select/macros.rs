@@ -1,6 +1,5 @@
 //! The `select!` macro and the hidden macros it expands through.
 
-
 /// Wait on several channel operations and run the arm of the one that
 /// completes: crossbeam-channel's `select!` syntax, Go's `select`.
 ///
@@ -107,7 +106,6 @@ macro_rules! __select_parse {
         )
     };
 }
-
 
 /// Binds each arm's channel end (and a send's value) once, in arm order,
 /// in nested blocks (each arm's bindings are its own), then builds the

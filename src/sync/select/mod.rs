@@ -95,7 +95,6 @@
 //! its task, a thread on its thread handle. Its deadlock-report reason is
 //! "select over channels".
 
-
 mod arms;
 mod macros;
 
@@ -105,9 +104,8 @@ use std::time::{Duration, Instant};
 use crate::sync::channel::{Receiver, RecvError, SendError, Sender};
 use crate::sync::queue::Handoff;
 
-pub(crate) use arms::{Token, TokenRef};
 use arms::{Arm, RecvArm, SendArm};
-
+pub(crate) use arms::{Token, TokenRef};
 
 /// A set of channel operations to wait on (crossbeam-channel's `Select`).
 /// Add operations with [`recv`](Self::recv) and [`send`](Self::send)
@@ -617,9 +615,8 @@ fn next_random() -> u64 {
         let mut x = s.get();
         if x == 0 {
             // Seed from the clock and this thread's stack address.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
+            let t =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
             x = (t ^ (s as *const Cell<u64> as u64).rotate_left(32)) | 1;
         }
         x ^= x >> 12;

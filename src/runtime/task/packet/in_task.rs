@@ -45,7 +45,10 @@ pub(crate) struct MainSlot {
 
 impl MainSlot {
     pub(crate) fn empty() -> MainSlot {
-        MainSlot { vt: std::cell::Cell::new(None), buf: std::cell::UnsafeCell::new(MainBuf(std::mem::MaybeUninit::uninit())) }
+        MainSlot {
+            vt: std::cell::Cell::new(None),
+            buf: std::cell::UnsafeCell::new(MainBuf(std::mem::MaybeUninit::uninit())),
+        }
     }
 
     /// Drop the `MainPacket` this slot holds, if any (a recycled task:

@@ -10,7 +10,6 @@ use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::runtime::task::up::{self, Direct, JoinError, Waiter};
 
-
 /// Lifecycle bits of `Packet::state` (module docs).
 const DONE: usize = 1;
 const PANICKED: usize = 2;
@@ -233,7 +232,8 @@ impl<T> Packet<T> {
                 // SAFETY: a shared read, which the docs allow while
                 // `WAITING` is set (our earlier registration: a spurious
                 // wake-up, another round of `when_any`).
-                let same = self.waiter.with(|x| unsafe { &*x }.as_ref().zip(w.as_ref()).is_some_and(|(a, b)| a.same(b)));
+                let same =
+                    self.waiter.with(|x| unsafe { &*x }.as_ref().zip(w.as_ref()).is_some_and(|(a, b)| a.same(b)));
                 if same {
                     return true;
                 }

@@ -160,10 +160,7 @@ pub(crate) fn no_huge_pages(addr: usize, len: usize) {
 
 /// `vm.max_map_count`, or the kernel default when it cannot be read.
 pub(crate) fn max_map_count() -> usize {
-    std::fs::read_to_string("/proc/sys/vm/max_map_count")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(65_530)
+    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65_530)
 }
 
 /// Memory mappings of this process right now (lines of `/proc/self/maps`).
