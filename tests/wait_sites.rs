@@ -218,12 +218,10 @@ fn fiber_waits_name_the_callers_line() {
     s.spawn("scope", move || fiber::scope(|sc| ignore(sc.spawn(|| e.wait()))));
     s.spawn("sleep", || fiber::sleep(LONG));
     s.spawn("sleep_until", || fiber::sleep_until(Instant::now() + LONG));
-    s.spawn("park", || loop {
-        fiber::park()
-    });
-    s.spawn("park_timeout", || loop {
-        fiber::park_timeout(LONG)
-    });
+    #[rustfmt::skip]
+    s.spawn("park", || loop { fiber::park() });
+    #[rustfmt::skip]
+    s.spawn("park_timeout", || loop { fiber::park_timeout(LONG) });
     s.spawn("block_on_future", || fiber::block_on_future(std::future::pending::<()>()));
     s.check();
     drop(rt);
