@@ -94,21 +94,24 @@ pub(crate) fn park_until(deadline: Instant) {
     // here leaves no timer behind.
     cancel_point(&task);
     let t: *const Task = &*task;
-    // The timer armed below is stale once the wait is over, whether the
-    // park returns or unwinds (a cancellation).
-    struct Over(*const Task);
-    impl Drop for Over {
-        fn drop(&mut self) {
-            // SAFETY: the running fiber's own task, alive while its fiber
-            // runs, which it does again here (after the park, or while it
-            // unwinds from it).
-            unsafe { (*self.0).timed_wait_over() };
-        }
-    }
     // The worker is not used after the park below.
     w.add_timer(deadline, task);
-    let _over = Over(t);
+    let _over = TimedWaitOver(t);
     park_current();
+}
+
+/// Held across a park whose timer is armed: the timer is stale once the
+/// wait is over, whether the park returns or unwinds (a cancellation).
+/// Holds the running fiber's own task.
+pub(crate) struct TimedWaitOver(pub(crate) *const Task);
+
+impl Drop for TimedWaitOver {
+    fn drop(&mut self) {
+        // SAFETY: the running fiber's own task, alive while its fiber runs,
+        // which it does again here (after the park, or while it unwinds
+        // from it).
+        unsafe { (*self.0).timed_wait_over() };
+    }
 }
 
 pub(crate) fn suspend(reason: Suspend) {

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::cancel::cancel_point;
 use crate::runtime::context::{self, set_task_wait_reason};
-use crate::runtime::park::park_task;
+use crate::runtime::park::{park_task, TimedWaitOver};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{wait_kind, Task, TaskRef, PARKING, UNPARK};
 
@@ -246,16 +246,8 @@ pub(crate) fn park_timeout(d: Duration) {
         w.add_timer(deadline, me);
     }
     set_task_wait_reason(task, wait_kind::PARK, 0);
-    struct Over(*const Task);
-    impl Drop for Over {
-        fn drop(&mut self) {
-            // SAFETY: the running fiber's own task (from TLS above); the
-            // timer armed for this wait is stale from now on.
-            unsafe { &*self.0 }.timed_wait_over();
-        }
-    }
     let leave = Leave(t);
-    let over = Over(t);
+    let over = TimedWaitOver(t);
     park_task(t);
     drop(over);
     drop(leave);
